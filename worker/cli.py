@@ -1,0 +1,44 @@
+"""The ``baml-studio`` console script: one Typer app, one sub-app per operator area.
+
+Each area lives in its own module (``worker/cli_<area>.py``) exposing ``app`` (a
+``typer.Typer``) or ``command`` (a function); this module only wires them together.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="baml-studio",
+    help="Operate the BAML Studio evidence backend.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+# Each module exposes ``register(app: typer.Typer) -> None``.
+_AREAS = [
+    "worker.cli_stack",  # stack up|down|status
+    "worker.cli_control",  # tenants, tokens
+    "worker.cli_synth",  # synth
+    "worker.cli_inspect",  # inspect
+    "worker.cli_demo",  # demo (the README's first command)
+]
+
+
+def _register() -> None:
+    for module_name in _AREAS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # area not built yet
+            raise
+        module.register(app)
+
+
+_register()
+
+if __name__ == "__main__":
+    app()
