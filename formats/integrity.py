@@ -12,7 +12,9 @@ DIGEST_LEN = 32
 def split_trailer(data: bytes, *, file: str | None = None) -> tuple[bytes, bytes]:
     """Split ``data`` into (body, trailing digest) or raise TruncatedError."""
     if len(data) < DIGEST_LEN:
-        raise TruncatedError(f"{len(data)} bytes cannot hold a {DIGEST_LEN}-byte trailer", file=file, offset=0)
+        raise TruncatedError(
+            f"{len(data)} bytes cannot hold a {DIGEST_LEN}-byte trailer", file=file, offset=0
+        )
     return data[:-DIGEST_LEN], data[-DIGEST_LEN:]
 
 
