@@ -1,0 +1,18 @@
+# One image for every BAML Studio backend process; docker-compose.yml picks the command.
+FROM python:3.11.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+
+COPY pyproject.toml README.md ./
+COPY formats ./formats
+COPY publisher ./publisher
+COPY api ./api
+COPY activities ./activities
+COPY workflows ./workflows
+COPY worker ./worker
+RUN pip install . && useradd --system --uid 10001 --home /app baml && mkdir -p /var/lib/baml && chown baml /var/lib/baml
+
+USER baml
+WORKDIR /var/lib/baml
+CMD ["baml-studio", "--help"]

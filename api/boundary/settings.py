@@ -1,0 +1,65 @@
+"""Boundary's settings: environment variables prefixed ``BAML_STUDIO_BOUNDARY_``.
+
+Defaults point at the embedded stack (``./run/boundary`` under the working directory).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_RUN_DIR = Path("run")
+
+
+class BoundarySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_BOUNDARY_", extra="ignore")
+
+    run_dir: Path = Field(default=DEFAULT_RUN_DIR / "boundary", description="Root for the embedded files.")
+    metastore_url: str = Field(
+        default="", description="SQLAlchemy URL; empty means SQLite at <run_dir>/metastore.sqlite3."
+    )
+    control_host: str = "127.0.0.1"
+    control_port: int = 8710
+    workload_host: str = "127.0.0.1"
+    workload_port: int = 8711
+    tls_dir: Path | None = Field(
+        default=None, description="Dev CA, server cert/key, JWT key; default <run_dir>/tls."
+    )
+    jwt_signing_key_path: Path | None = Field(
+        default=None,
+        description="ES256 key that signs workload JWTs; default <tls_dir>/workload-jwt-key.pem.",
+    )
+    workload_jwt_ttl_seconds: int = Field(default=600, ge=30, le=3600)
+    clickhouse_url: str = Field(
+        default="", description="ClickHouse URL; empty means chdb at clickhouse_path."
+    )
+    clickhouse_path: Path | None = Field(default=None, description="chdb directory; default <run_dir>/chdb.")
+    snapshot_ttl_seconds: int = Field(default=300, ge=10, le=3600)
+    snapshot_window_seconds: int = Field(default=60, ge=1, le=3600)
+    development: bool = Field(default=True, description="Allows the dev PKI to be created on start.")
+    dev_deployment_id: str | None = Field(default=None, description="Deployment the dev client cert names.")
+    dev_cell: str = "dev-cell-1"
+
+    def resolved_metastore_url(self) -> str:
+        if self.metastore_url:
+            return self.metastore_url
+        return f"sqlite:///{(self.run_dir / 'metastore.sqlite3').resolve()}"
+
+    def resolved_tls_dir(self) -> Path:
+        return self.tls_dir if self.tls_dir is not None else self.run_dir / "tls"
+
+    def resolved_jwt_key_path(self) -> Path:
+        if self.jwt_signing_key_path is not None:
+            return self.jwt_signing_key_path
+        return self.resolved_tls_dir() / "workload-jwt-key.pem"
+
+    def resolved_clickhouse_path(self) -> Path:
+        return self.clickhouse_path if self.clickhouse_path is not None else self.run_dir / "chdb"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> BoundarySettings:
+    return BoundarySettings()

@@ -1,0 +1,232 @@
+"""The data plane's client for Boundary's workload API (mTLS + workload JWT).
+
+One instance per process, thread-safe. It fetches a workload JWT with the client certificate
+and refreshes it a minute before expiry (or once on a 401 saying it expired), sends
+``X-Baml-Request-Id`` on every call (the same id across retries of one call), and retries
+only transient failures: connection errors, timeouts, 429, 502, 503 and 504. Token
+introspections are cached briefly, keyed by the token's hash, never by the token itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import httpx
+from pydantic import BaseModel
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from api.common.auth import hash_token
+from api.common.request_id import REQUEST_ID_HEADER, current_request_id, new_request_id
+from api.common.workload_identity import client_ssl_context
+from formats import boundary_wire as w
+
+M = TypeVar("M", bound=BaseModel)
+_TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+_REFRESH_MARGIN = dt.timedelta(seconds=60)
+
+
+class TlsPaths(Protocol):
+    """What the client needs from a :class:`DevPki` (or any equivalent paths object)."""
+
+    @property
+    def ca_cert(self) -> Path: ...
+    @property
+    def client_cert(self) -> Path: ...
+    @property
+    def client_key(self) -> Path: ...
+
+
+class BoundaryError(Exception):
+    """A non-2xx answer from Boundary, carrying its problem+json when there was one."""
+
+    def __init__(self, status: int, problem: w.Problem | None, *, path: str) -> None:
+        self.status = status
+        self.problem = problem
+        self.path = path
+        code = problem.code if problem else "http_error"
+        detail = problem.detail if problem else ""
+        super().__init__(f"Boundary {path} answered {status} {code}: {detail}")
+
+    @property
+    def code(self) -> str | None:
+        return self.problem.code if self.problem else None
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in _TRANSIENT_STATUS
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, BoundaryError):
+        return exc.retryable
+    return isinstance(exc, httpx.TransportError)
+
+
+class _TtlCache:
+    def __init__(self) -> None:
+        self._data: dict[Any, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is None:
+                return None
+            if hit[0] <= time.monotonic():
+                del self._data[key]
+                return None
+            return hit[1]
+
+    def put(self, key: Any, value: Any, ttl: float) -> None:
+        with self._lock:
+            if len(self._data) > 10_000:  # bounded: drop expired, then everything if still large
+                now = time.monotonic()
+                self._data = {k: v for k, v in self._data.items() if v[0] > now}
+                if len(self._data) > 10_000:
+                    self._data.clear()
+            self._data[key] = (time.monotonic() + ttl, value)
+
+
+class BoundaryClient:
+    def __init__(
+        self,
+        workload_url: str,
+        tls: TlsPaths,
+        deployment_id: str,
+        cell: str,
+        *,
+        timeout: float = 10.0,
+        attempts: int = 4,
+        introspection_ttl_seconds: float = 30.0,
+        inactive_ttl_seconds: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.deployment_id = deployment_id
+        self.cell = cell
+        self._attempts = attempts
+        self._introspection_ttl = introspection_ttl_seconds
+        self._inactive_ttl = inactive_ttl_seconds
+        kwargs: dict[str, Any] = {"base_url": workload_url.rstrip("/"), "timeout": timeout}
+        if transport is not None:
+            kwargs["transport"] = transport
+        else:
+            kwargs["verify"] = client_ssl_context(tls.ca_cert, tls.client_cert, tls.client_key)
+        self._http = httpx.Client(**kwargs)
+        self._jwt: str | None = None
+        self._jwt_expires: dt.datetime | None = None
+        self._jwt_lock = threading.Lock()
+        self._introspections = _TtlCache()
+        self._snapshots = _TtlCache()
+        self._schemas: dict[int, w.ProjectionSchemaDocument] = {}
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> BoundaryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- workload JWT ------------------------------------------------------------------------
+
+    def workload_token(self, *, force: bool = False) -> str:
+        with self._jwt_lock:
+            now = dt.datetime.now(dt.UTC)
+            if (
+                force
+                or self._jwt is None
+                or self._jwt_expires is None
+                or self._jwt_expires - _REFRESH_MARGIN <= now
+            ):
+                tok = self._call(w.WorkloadToken, "POST", "/workload-tokens", auth=False)
+                if tok.deployment_id != self.deployment_id or tok.cell != self.cell:
+                    raise RuntimeError(
+                        f"client certificate names {tok.deployment_id}/{tok.cell}, "
+                        f"configured {self.deployment_id}/{self.cell}"
+                    )
+                self._jwt, self._jwt_expires = tok.token, tok.expires_at
+            return self._jwt
+
+    # --- calls -------------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, *, json: Any, auth: bool, request_id: str) -> httpx.Response:
+        headers = {REQUEST_ID_HEADER: request_id}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.workload_token()}"
+        resp = self._http.request(method, path, json=json, headers=headers)
+        if resp.status_code == 401 and auth:
+            # The JWT may have expired between our check and the server's; refresh once.
+            headers["Authorization"] = f"Bearer {self.workload_token(force=True)}"
+            resp = self._http.request(method, path, json=json, headers=headers)
+        if resp.status_code >= 400:
+            problem = None
+            try:
+                problem = w.Problem.model_validate(resp.json())
+            except ValueError:
+                problem = None
+            raise BoundaryError(resp.status_code, problem, path=path)
+        return resp
+
+    def _call(self, model: type[M], method: str, path: str, *, json: Any = None, auth: bool = True) -> M:
+        request_id = current_request_id.get() or new_request_id()
+
+        @retry(
+            retry=retry_if_exception(_transient),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_random_exponential(multiplier=0.2, max=5),
+            reraise=True,
+        )
+        def attempt() -> httpx.Response:
+            return self._send(method, path, json=json, auth=auth, request_id=request_id)
+
+        return model.model_validate(attempt().json())
+
+    # --- API ---------------------------------------------------------------------------------
+
+    def introspect_token(self, token: str) -> w.TokenIntrospection:
+        key = hash_token(token)
+        cached = self._introspections.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        result = self._call(
+            w.TokenIntrospection,
+            "POST",
+            "/token-introspections",
+            json=w.TokenIntrospectionRequest(token=token).model_dump(),
+        )
+        ttl = self._introspection_ttl if result.active else self._inactive_ttl
+        if result.active and result.expires_at is not None:
+            ttl = max(0.0, min(ttl, (result.expires_at - dt.datetime.now(dt.UTC)).total_seconds()))
+        self._introspections.put(key, result, ttl)
+        return result
+
+    def active_generation(self, environment_id: str) -> w.ActiveGeneration:
+        return self._call(w.ActiveGeneration, "GET", f"/environments/{environment_id}/active-generation")
+
+    def publisher_config(self, environment_id: str) -> w.PublisherConfig:
+        return self._call(w.PublisherConfig, "GET", f"/environments/{environment_id}/publisher-config")
+
+    def projection_schema(self, catalog_version: int) -> w.ProjectionSchemaDocument:
+        doc = self._schemas.get(catalog_version)
+        if doc is None:  # registered catalog versions are immutable
+            doc = self._call(w.ProjectionSchemaDocument, "GET", f"/projection-schemas/{catalog_version}")
+            self._schemas[catalog_version] = doc
+        return doc
+
+    def query_snapshot(self, environment_id: str, catalog_version: int | None = None) -> w.QuerySnapshot:
+        key = (environment_id, catalog_version)
+        cached = self._snapshots.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        body = w.QuerySnapshotRequest(environment_id=environment_id, catalog_version=catalog_version)
+        snap = self._call(w.QuerySnapshot, "POST", "/query-snapshots", json=body.model_dump())
+        # Cache until shortly before expiry so a query never binds an expiring snapshot.
+        ttl = (snap.expires_at - dt.datetime.now(dt.UTC)).total_seconds() - 30
+        if ttl > 0:
+            self._snapshots.put(key, snap, ttl)
+        return snap

@@ -1,0 +1,16 @@
+"""``python -m api.coordinator``: serve the coordinator with uvicorn on the configured address."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from api.coordinator.settings import get_settings
+
+
+def main() -> None:
+    settings = get_settings()
+    uvicorn.run("api.coordinator.app:app", host=settings.host, port=settings.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

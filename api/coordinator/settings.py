@@ -1,0 +1,46 @@
+"""Settings of the query coordinator, from ``BAML_STUDIO_COORDINATOR_*`` environment variables.
+
+Defaults point at the embedded stack (``baml-studio stack up`` with its default ports).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CoordinatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_COORDINATOR_", extra="ignore")
+
+    host: str = Field(default="127.0.0.1", description="Address the coordinator listens on.")
+    port: int = Field(default=8701, ge=1, le=65535, description="Port the coordinator listens on.")
+    s3_endpoint_url: str | None = Field(
+        default="http://127.0.0.1:8702", description="S3 endpoint (Lance datasets); empty for AWS's default."
+    )
+    aws_region: str = Field(default="us-east-1", description="AWS region of the bucket.")
+    aws_access_key_id: str = Field(default="test", description="S3 access key id.")
+    aws_secret_access_key: str = Field(default="test", description="S3 secret access key.")
+    bucket: str = Field(default="baml-evidence", description="Bucket holding the derived Lance datasets.")
+    temporal_address: str = Field(
+        default="127.0.0.1:7233", description="Temporal frontend host:port (query jobs)."
+    )
+    temporal_namespace: str = Field(default="default", description="Temporal namespace.")
+    task_queue: str = Field(default="baml-studio", description="Task queue of the workflows it starts.")
+    boundary_workload_url: str = Field(
+        default="https://127.0.0.1:8711", description="Boundary workload API (mTLS) base URL."
+    )
+    tls_dir: Path = Field(
+        default=Path("run/stack/tls"), description="Directory holding the workload identity CA, cert and key."
+    )
+    cors_origins: list[str] = Field(
+        default_factory=lambda: ["http://localhost:5173"],
+        description="Browser origins allowed by CORS (Studio), as a JSON list.",
+    )
+
+
+@lru_cache
+def get_settings() -> CoordinatorSettings:
+    return CoordinatorSettings()
