@@ -23,6 +23,8 @@ _AREAS = [
     "worker.cli_control",  # tenants, tokens
     "worker.cli_synth",  # synth
     "worker.cli_inspect",  # inspect
+    "worker.cli_publish",  # publish
+    "worker.cli_query",  # query, jobs
     "worker.cli_demo",  # demo (the README's first command)
 ]
 

@@ -1,0 +1,356 @@
+"""Collect one flush from the profile store: read, verify, compress, checksum, build packs.
+
+Reads only what the guide allows: a segment's magic, version, sequence and euid (plus the meta
+header's ``data_high_water``, which gates meta PUTs), a CAS header's version, codec and CID, and
+every file's trailing SHA-256. Payloads are never parsed and bytes are never changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from formats import cas
+from formats.errors import FormatError, UnsupportedVersionError
+from formats.integrity import verify_trailer
+from formats.profile_store import Plane, ProfileStore
+from formats.profile_store.store import CasFile
+from formats.segment_names import read_segment_header
+from formats.upload_wire import (
+    CasObject,
+    ObjectKind,
+    PackObject,
+    PublisherConfig,
+    SegmentObject,
+)
+from formats.value_pack import build_pack, pack_flush_ids
+from formats.zstd_frame import compress_object
+from publisher import plan
+from publisher.plan import SegmentVerdict
+
+_META_DATA_HIGH_WATER = struct.Struct(">Q")
+_META_DATA_HIGH_WATER_OFFSET = 34  # magic 8 + version 2 + sequence 8 + euid 16
+
+
+@dataclass
+class ShipObject:
+    """One object this flush wants in the bucket. ``body`` is the zstd frame."""
+
+    kind: ObjectKind
+    euid: str  # the stream whose authorize request carries it
+    flush_id: str  # the request's flush id (pack i: flush id + i)
+    body: bytes
+    original_size: int
+    checksum: str = ""
+    sequence: int | None = None
+    cid: str | None = None
+    codec: int | None = None
+    entry_count: int | None = None
+    data_high_water: int = 0  # meta only
+    cas_paths: tuple[Path, ...] = ()  # value/table: its file; pack: every entry's file
+
+    def __post_init__(self) -> None:
+        if not self.checksum:
+            self.checksum = hashlib.sha256(self.body).hexdigest()
+
+    @property
+    def size(self) -> int:
+        return len(self.body)
+
+    def label(self) -> str:
+        """Identity for logs and reports: kind and sequence or CID, never content."""
+        if self.sequence is not None:
+            return f"{self.kind}:{self.euid}:{self.sequence}"
+        if self.cid is not None:
+            return f"{self.kind}:{self.cid}"
+        return f"{self.kind}:{self.euid}:{self.flush_id}"
+
+    def to_wire(self) -> SegmentObject | PackObject | CasObject:
+        if self.kind in ("meta_segment", "data_segment"):
+            assert self.sequence is not None
+            return SegmentObject(
+                kind=self.kind,  # type: ignore[arg-type]
+                sequence=self.sequence,
+                size_bytes=self.size,
+                checksum_sha256=self.checksum,
+            )
+        if self.kind == "value_pack":
+            assert self.entry_count is not None
+            return PackObject(
+                kind="value_pack",
+                size_bytes=self.size,
+                checksum_sha256=self.checksum,
+                entry_count=self.entry_count,
+            )
+        assert self.cid is not None and self.codec is not None
+        return CasObject(
+            kind=self.kind,  # type: ignore[arg-type]
+            cid=self.cid,
+            codec=self.codec,
+            size_bytes=self.size,
+            checksum_sha256=self.checksum,
+        )
+
+
+@dataclass
+class PlanePlan:
+    euid: str
+    plane: Plane
+    cursor: int
+    high_water: int
+    selection: plan.PlaneSelection
+    objects: list[ShipObject]  # in ascending sequence, the ``ship`` part of ``selection``
+    verdicts: dict[int, SegmentVerdict] = field(default_factory=dict)
+    oldest_unshipped_mtime: float | None = None
+    truncated: bool = False  # stopped early at the flush byte cap
+
+
+@dataclass
+class Skip:
+    """An item not shipped this flush, with its reason (counted and reported)."""
+
+    reason: str
+    what: str  # "data_segment:<euid>:<seq>" or "value:<path name>": never content
+
+
+@dataclass
+class Collected:
+    flush_id: str
+    planes: list[PlanePlan]
+    cas_objects: list[ShipObject]  # tables, large values, packs
+    skips: list[Skip]
+    pending_values: int = 0
+    pending_tables: int = 0
+    more: bool = False  # the byte cap left work for an immediate next flush
+
+
+def _segment_verdict(
+    raw: bytes, *, path: Path, euid: str, plane: Plane, seq: int, config: PublisherConfig
+) -> SegmentVerdict:
+    try:
+        verify_trailer(raw, file=path.name)
+        header = read_segment_header(raw, file=path.name, plane=plane)
+    except UnsupportedVersionError:
+        return SegmentVerdict.UNSUPPORTED_VERSION
+    except FormatError as exc:
+        return SegmentVerdict.BAD_CHECKSUM if exc.reason == "checksum_mismatch" else SegmentVerdict.MALFORMED
+    if header.version not in config.supported_segment_versions:
+        return SegmentVerdict.UNSUPPORTED_VERSION
+    if header.sequence != seq or header.euid.hex() != euid:
+        return SegmentVerdict.MALFORMED
+    return SegmentVerdict.OK
+
+
+class Collector:
+    """Builds a :class:`Collected` from the store. Holds the block timers between flushes."""
+
+    def __init__(self, store: ProfileStore, blocks: plan.PlaneBlocks, *, max_flush_bytes: int) -> None:
+        self.store = store
+        self.blocks = blocks
+        self.max_flush_bytes = max_flush_bytes
+        self._reported_cas: dict[str, str] = {}  # path name -> reason, so a bad file is counted once
+
+    def collect(self, flush_id: str, config: PublisherConfig, *, now: float | None = None) -> Collected:
+        mono = time.monotonic() if now is None else now
+        budget = [self.max_flush_bytes]
+        planes: list[PlanePlan] = []
+        skips: list[Skip] = []
+        more = False
+        for euid in self.store.list_streams():
+            cursor = self.store.read_cursor(euid)
+            # Meta high-water first: every data segment a meta file can name is then at or below the
+            # data high-water read next (the profiler commits data before the meta that names it).
+            meta_hw = self.store.committed_high_water(euid, Plane.META)
+            data_hw = self.store.committed_high_water(euid, Plane.DATA)
+            for plane, start, high in (
+                (Plane.DATA, cursor.data, data_hw),
+                (Plane.META, cursor.meta, meta_hw),
+            ):
+                pp = self._collect_plane(flush_id, euid, plane, start, high, config, mono, budget, skips)
+                more = more or pp.truncated
+                planes.append(pp)
+        # Values after segments: a value a listed segment references was written before the segment.
+        cas_objects, pending_values, pending_tables = self._collect_cas(flush_id, planes, config, skips)
+        return Collected(flush_id, planes, cas_objects, skips, pending_values, pending_tables, more)
+
+    def _collect_plane(
+        self,
+        flush_id: str,
+        euid: str,
+        plane: Plane,
+        cursor: int,
+        high: int,
+        config: PublisherConfig,
+        now: float,
+        budget: list[int],
+        skips: list[Skip],
+    ) -> PlanePlan:
+        kind: ObjectKind = "meta_segment" if plane is Plane.META else "data_segment"
+        on_disk = set(self.store.list_committed(euid, plane, after=cursor))
+        verdicts: list[tuple[int, SegmentVerdict]] = []
+        objects: dict[int, ShipObject] = {}
+        may_skip: list[int] = []
+        oldest: float | None = None
+        truncated = False
+        for seq in range(cursor + 1, high + 1):
+            path = self.store.segment_path(euid, plane, seq)
+            if seq not in on_disk:
+                verdict = SegmentVerdict.MISSING
+                raw = b""
+            else:
+                try:
+                    raw = path.read_bytes()
+                    if oldest is None:
+                        oldest = path.stat().st_mtime
+                except FileNotFoundError:
+                    raw = b""
+                    verdict = SegmentVerdict.MISSING
+                else:
+                    verdict = _segment_verdict(raw, path=path, euid=euid, plane=plane, seq=seq, config=config)
+            body = b""
+            if verdict is SegmentVerdict.OK:
+                if budget[0] < len(raw) and objects:
+                    truncated = True  # the rest waits for the next flush, which starts at once
+                    break
+                body = compress_object(raw)
+                if len(body) > config.max_object_bytes:
+                    verdict = SegmentVerdict.OVERSIZE
+            if verdict is not SegmentVerdict.OK:
+                if self.blocks.observe(euid, plane.value, seq, verdict, now):
+                    may_skip.append(seq)
+                    skips.append(Skip(f"{verdict.value}_skipped", f"{kind}:{euid}:{seq}"))
+                else:
+                    skips.append(Skip(f"{verdict.value}_blocking", f"{kind}:{euid}:{seq}"))
+                    verdicts.append((seq, verdict))
+                    break
+                verdicts.append((seq, verdict))
+                continue
+            budget[0] -= len(raw)
+            dhw = 0
+            if plane is Plane.META:
+                dhw = _META_DATA_HIGH_WATER.unpack_from(raw, _META_DATA_HIGH_WATER_OFFSET)[0]
+            objects[seq] = ShipObject(
+                kind=kind,
+                euid=euid,
+                flush_id=flush_id,
+                body=body,
+                original_size=len(raw),
+                sequence=seq,
+                data_high_water=dhw,
+            )
+            verdicts.append((seq, verdict))
+        selection = plan.select_plane(cursor, verdicts, may_skip)
+        if selection.blocked_at is None:
+            self.blocks.clear(euid, plane.value)
+        ordered = [objects[s] for s in selection.ship]
+        return PlanePlan(euid, plane, cursor, high, selection, ordered, dict(verdicts), oldest, truncated)
+
+    def _collect_cas(
+        self, flush_id: str, planes: list[PlanePlan], config: PublisherConfig, skips: list[Skip]
+    ) -> tuple[list[ShipObject], int, int]:
+        pending = self.store.pending_cas()
+        small: list[tuple[CasFile, bytes]] = []
+        out: list[ShipObject] = []
+        n_values = n_tables = 0
+        owner = _pack_owner(planes, self.store.list_streams())
+        for f in pending:
+            try:
+                raw = f.path.read_bytes()
+            except FileNotFoundError:
+                continue
+            reason = self._check_cas(raw, f, config)
+            if reason is not None:
+                if self._reported_cas.get(f.path.name) != reason:
+                    self._reported_cas[f.path.name] = reason
+                    if len(self._reported_cas) > 10_000:  # bounded memory
+                        self._reported_cas.pop(next(iter(self._reported_cas)))
+                    skips.append(Skip(reason, f"cas:{f.digest}"))
+                continue
+            header = cas.read_cas_header(raw)
+            part = plan.classify_cas(header.codec, len(raw), config.large_value_threshold_bytes)
+            if part == "table":
+                n_tables += 1
+            else:
+                n_values += 1
+            if owner is None:
+                continue  # no stream yet to carry the request: the values wait
+            if part == "pack":
+                small.append((f, raw))
+                continue
+            body = compress_object(raw)
+            if len(body) > config.max_object_bytes:
+                skips.append(Skip("oversize", f"cas:{f.digest}"))
+                continue
+            out.append(
+                ShipObject(
+                    kind="table" if part == "table" else "value",
+                    euid=owner,
+                    flush_id=flush_id,
+                    body=body,
+                    original_size=len(raw),
+                    cid=cas.cid_to_string(header.cid),
+                    codec=header.codec,
+                    cas_paths=(f.path,),
+                )
+            )
+        if small and owner is not None:
+            out.extend(self._packs(flush_id, owner, small, config, skips))
+        return out, n_values, n_tables
+
+    def _check_cas(self, raw: bytes, f: CasFile, config: PublisherConfig) -> str | None:
+        try:
+            verify_trailer(raw, file=f.path.name)
+            header = cas.read_cas_header(raw, file=f.path.name)
+        except UnsupportedVersionError:
+            return "unsupported_cas_version"
+        except FormatError as exc:
+            return "bad_checksum" if exc.reason == "checksum_mismatch" else "malformed_cas"
+        if header.version not in config.supported_cas_versions:
+            return "unsupported_cas_version"
+        if header.cid.hex() != f.digest:
+            return "malformed_cas"
+        return None
+
+    def _packs(
+        self,
+        flush_id: str,
+        owner: str,
+        small: list[tuple[CasFile, bytes]],
+        config: PublisherConfig,
+        skips: list[Skip],
+    ) -> list[ShipObject]:
+        groups = plan.split_packs([len(raw) for _, raw in small], config.pack_max_entry_bytes)
+        ids = pack_flush_ids(flush_id, len(groups))
+        out: list[ShipObject] = []
+        for pack_id, group in zip(ids, groups, strict=True):
+            files = [small[i] for i in group]
+            raw = build_pack([r for _, r in files], flush_id=pack_id, process_euid=owner)
+            body = compress_object(raw)
+            if len(body) > config.max_object_bytes:
+                skips.append(Skip("oversize", f"value_pack:{owner}:{pack_id}"))
+                continue
+            out.append(
+                ShipObject(
+                    kind="value_pack",
+                    euid=owner,
+                    flush_id=pack_id,
+                    body=body,
+                    original_size=len(raw),
+                    entry_count=len(files),
+                    cas_paths=tuple(f.path for f, _ in files),
+                )
+            )
+        return out
+
+
+def _pack_owner(planes: list[PlanePlan], streams: list[str]) -> str | None:
+    """The stream whose requests carry this flush's values: the first one shipping segments, else the
+    first stream of the root. Values go bucket-wide before any segment, so the choice only names the
+    pack's key; without any stream the values wait."""
+    for pp in planes:
+        if pp.objects:
+            return pp.euid
+    return streams[0] if streams else None

@@ -1,0 +1,411 @@
+"""One flush: collect, authorize, upload in the fixed order, then cursor, markers, release, retention.
+
+The order of a flush (guide, "The flush algorithm"):
+
+1. collect (publisher/collect.py);
+2. authorize every object, in calls of at most ``max_objects_per_authorize`` per (stream, flush id);
+3. PUT tables, large values, packs; then per stream data ascending, then meta ascending. A failed
+   table, value or pack stops the segment phase (a meta must never land before what it needs); a
+   failed data sequence stops its plane, and a meta waits until its ``data_high_water`` shipped;
+4. per stream ``write_cursor``, then ``mark_shipped`` for shipped CAS files, then
+   ``release_segments``; 5. retention and disk pressure.
+
+Outcomes are counted in :class:`publisher.metrics.PublisherMetrics`; nothing is raised to the host
+except :class:`ShippingStopped` (401/403/409), which the thread turns into its stopped state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ulid
+
+from formats.profile_store import Plane, ProfileStore
+from formats.profile_store.errors import StoreError
+from formats.upload_wire import AuthorizedObject, AuthorizeRequest, PublisherConfig
+from publisher import plan
+from publisher.collect import Collected, Collector, ShipObject
+from publisher.metrics import PublisherMetrics
+from publisher.settings import PublisherSettings
+from publisher.transport import (
+    GatewayClient,
+    GatewayError,
+    GatewayRejected,
+    GatewayRetryable,
+    GatewayStopped,
+    GatewayTooLarge,
+    PutOutcome,
+    S3Putter,
+)
+
+log = logging.getLogger("baml.publisher")
+
+# A PUT that would start this close to ``expires_at`` gets a fresh URL first.
+_EXPIRY_MARGIN = dt.timedelta(seconds=5)
+
+
+class ShippingStopped(Exception):
+    """The gateway refused the token (401/403/409): stop shipping, keep files, poll config."""
+
+
+class _ObjectFailed(Exception):
+    pass
+
+
+@dataclass
+class FlushReport:
+    flush_id: str
+    shipped: int = 0
+    stored: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (reason, what)
+    cursors: dict[str, tuple[int, int]] = field(default_factory=dict)  # euid -> (meta, data)
+    more: bool = False
+    duration_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+@dataclass
+class FlushHooks:
+    """Test seams at the crash points the guide names (never used in production)."""
+
+    before_cursor: Callable[[], None] | None = None
+
+
+class Flusher:
+    """Runs flushes for one profile root. Not thread-safe: the publisher thread owns it."""
+
+    def __init__(
+        self,
+        store: ProfileStore,
+        gateway: GatewayClient,
+        putter: S3Putter,
+        settings: PublisherSettings,
+        metrics: PublisherMetrics,
+        *,
+        hooks: FlushHooks | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.store = store
+        self.gateway = gateway
+        self.putter = putter
+        self.settings = settings
+        self.metrics = metrics
+        self.hooks = hooks or FlushHooks()
+        self.blocks = plan.PlaneBlocks(settings.checksum_block_seconds)
+        self.collector = Collector(store, self.blocks, max_flush_bytes=settings.max_flush_bytes)
+        self._sleep = sleep
+        self._rng = random.Random()
+
+    # ----------------------------------------------------------------------------- entry point
+
+    def flush(self, config: PublisherConfig, *, deadline: float | None = None) -> FlushReport:
+        started = time.monotonic()
+        deadline = deadline if deadline is not None else started + self.settings.flush_deadline_seconds
+        flush_id = str(ulid.ULID())
+        report = FlushReport(flush_id)
+        try:
+            collected = self.collector.collect(flush_id, config)
+            report.more = collected.more
+            for skip in collected.skips:
+                self.metrics.count("skipped", skip.reason)
+                report.skipped.append((skip.reason, skip.what))
+                log.warning("publisher skipped %s: %s (flush %s)", skip.what, skip.reason, flush_id)
+            self._gauges(collected)
+            if collected.cas_objects or any(pp.objects or pp.selection.skipped for pp in collected.planes):
+                self._ship(collected, config, deadline, report)
+            self._retention(config)
+        finally:
+            report.duration_seconds = time.monotonic() - started
+            self.metrics.time_flush(report.duration_seconds)
+            self.metrics.count("flushes", "ok" if report.ok else "partial")
+        return report
+
+    # ----------------------------------------------------------------------------- shipping
+
+    def _ship(self, c: Collected, config: PublisherConfig, deadline: float, report: FlushReport) -> None:
+        all_objects = [*c.cas_objects, *(o for pp in c.planes for o in pp.objects)]
+        auth = self._authorize_all(all_objects, config, deadline)
+
+        done: set[int] = set()  # id(obj) of objects in the bucket (or a reported conflict)
+        cas_ok = True
+        for obj in sorted(
+            c.cas_objects, key=lambda o: plan.upload_sort_key(o.kind, None, o.cid or o.flush_id)
+        ):
+            if self._deliver(obj, auth.get(id(obj)), deadline, report):
+                done.add(id(obj))
+            else:
+                cas_ok = False
+
+        new_cursor: dict[tuple[str, Plane], int] = {}
+        data_planes = [pp for pp in c.planes if pp.plane is Plane.DATA]
+        meta_planes = [pp for pp in c.planes if pp.plane is Plane.META]
+        for pp in data_planes:
+            new_cursor[(pp.euid, pp.plane)] = self._ship_plane(pp, auth, deadline, report, done, cas_ok, None)
+        for pp in meta_planes:
+            data_cursor = new_cursor.get((pp.euid, Plane.DATA), pp.cursor)
+            new_cursor[(pp.euid, pp.plane)] = self._ship_plane(
+                pp, auth, deadline, report, done, cas_ok, data_cursor
+            )
+
+        if self.hooks.before_cursor is not None:
+            self.hooks.before_cursor()
+        self._finalize(c, new_cursor, done, report)
+
+    def _ship_plane(
+        self,
+        pp: object,
+        auth: dict[int, AuthorizedObject],
+        deadline: float,
+        report: FlushReport,
+        done: set[int],
+        cas_ok: bool,
+        data_cursor: int | None,
+    ) -> int:
+        from publisher.collect import PlanePlan
+
+        assert isinstance(pp, PlanePlan)
+        finished: set[int] = set(pp.selection.skipped)
+        if cas_ok:
+            by_seq = {o.sequence: o for o in pp.objects}
+            candidates = sorted([*pp.selection.ship, *pp.selection.skipped])
+            for seq in candidates:
+                if seq in pp.selection.skipped:
+                    continue
+                obj = by_seq[seq]
+                if data_cursor is not None and not plan.meta_may_ship(obj.data_high_water, data_cursor):
+                    self.metrics.count("skipped", "meta_waits_for_data")
+                    break
+                if not self._deliver(obj, auth.get(id(obj)), deadline, report):
+                    break  # never advance, nor PUT later sequences, past a failed one
+                done.add(id(obj))
+                finished.add(seq)
+        candidates = sorted([*pp.selection.ship, *pp.selection.skipped])
+        return plan.advance_cursor(pp.cursor, candidates, finished)
+
+    def _finalize(
+        self, c: Collected, new_cursor: dict[tuple[str, Plane], int], done: set[int], report: FlushReport
+    ) -> None:
+        for euid in sorted({pp.euid for pp in c.planes}):
+            old = self.store.read_cursor(euid)
+            meta = max(old.meta, new_cursor.get((euid, Plane.META), old.meta))
+            data = max(old.data, new_cursor.get((euid, Plane.DATA), old.data))
+            report.cursors[euid] = (meta, data)
+            if (meta, data) != (old.meta, old.data):
+                self.store.write_cursor(euid, meta, data)
+                log.info("publisher cursor %s meta=%d data=%d (flush %s)", euid, meta, data, c.flush_id)
+            for plane, through in ((Plane.META, meta), (Plane.DATA, data)):
+                self.blocks.clear(euid, plane.value, below_or_at=through)
+        for obj in c.cas_objects:
+            if id(obj) not in done:
+                continue
+            for path in obj.cas_paths:
+                try:
+                    self.store.mark_shipped(path)
+                except StoreError:
+                    self.metrics.count("errors", "mark_shipped")  # the file vanished: it re-ships if reused
+        for euid, (meta, data) in report.cursors.items():
+            for plane, through in ((Plane.DATA, data), (Plane.META, meta)):
+                if through:
+                    freed = self.store.release_segments(euid, plane, through)
+                    if freed:
+                        self.metrics.count("bytes_freed", "release", freed)
+
+    def _retention(self, config: PublisherConfig) -> None:
+        freed = self.store.expire_shipped_values(time.time(), config.shipped_value_retention_seconds)
+        if freed:
+            self.metrics.count("bytes_freed", "retention", freed)
+        if self.store.disk_pressure():
+            freed = self.store.relieve_pressure(time.time())
+            if freed:
+                self.metrics.count("bytes_freed", "pressure", freed)
+
+    # ----------------------------------------------------------------------------- authorize
+
+    def _authorize_all(
+        self, objects: list[ShipObject], config: PublisherConfig, deadline: float
+    ) -> dict[int, AuthorizedObject]:
+        """Authorize in calls of at most ``max_objects_per_authorize`` per (stream, flush id)."""
+        groups: dict[tuple[str, str], list[ShipObject]] = {}
+        for obj in objects:
+            groups.setdefault((obj.euid, obj.flush_id), []).append(obj)
+        out: dict[int, AuthorizedObject] = {}
+        for (euid, flush_id), items in groups.items():
+            for idx in plan.chunk(list(range(len(items))), config.max_objects_per_authorize):
+                batch = [items[i] for i in idx]
+                try:
+                    answers = self._authorize(euid, flush_id, batch, deadline)
+                except (GatewayRejected, GatewayRetryable, _ObjectFailed):
+                    continue  # those objects fail this flush and are retried by the next
+                for obj, answer in zip(batch, answers, strict=True):
+                    if answer is not None:
+                        out[id(obj)] = answer
+        return out
+
+    def _authorize(
+        self, euid: str, flush_id: str, batch: list[ShipObject], deadline: float
+    ) -> list[AuthorizedObject | None]:
+        request = AuthorizeRequest(process_euid=euid, flush_id=flush_id, objects=[o.to_wire() for o in batch])
+        attempt = 0
+        while True:
+            t0 = time.monotonic()
+            try:
+                response = self.gateway.authorize(request)
+            except GatewayStopped as exc:
+                self.metrics.count("errors", f"authorize_{exc.status}")
+                raise ShippingStopped(str(exc)) from None
+            except GatewayTooLarge:
+                self.metrics.count("errors", "authorize_413")
+                if len(batch) == 1:
+                    self.metrics.count("skipped", "oversize_rejected")
+                    return [None]
+                half = len(batch) // 2
+                return self._authorize(euid, flush_id, batch[:half], deadline) + self._authorize(
+                    euid, flush_id, batch[half:], deadline
+                )
+            except GatewayRejected as exc:
+                self.metrics.count("errors", f"authorize_rejected_{exc.status}")
+                log.error("publisher authorize rejected (%s), flush %s: reported as a bug", exc, flush_id)
+                raise
+            except GatewayRetryable as exc:
+                self.metrics.count("errors", f"authorize_{exc.status or 'network'}")
+                self._backoff(attempt, exc.retry_after, deadline)
+                attempt += 1
+                continue
+            finally:
+                self.metrics.time_authorize(time.monotonic() - t0)
+            for obj, answer in zip(batch, response.objects, strict=True):
+                self.metrics.count("authorize_outcomes", f"{obj.kind}/{answer.state}")
+            return list(response.objects)
+
+    def _backoff(self, attempt: int, retry_after: float | None, deadline: float) -> None:
+        s = self.settings
+        if attempt + 1 >= s.max_attempts_per_object:
+            raise _ObjectFailed("attempts exhausted")
+        delay = plan.backoff_delay(
+            attempt,
+            base=s.backoff_base_seconds,
+            cap=s.backoff_cap_seconds,
+            jitter=s.backoff_jitter,
+            rand=self._rng.random(),
+        )
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, s.backoff_cap_seconds))
+        if time.monotonic() + delay > deadline:
+            raise _ObjectFailed("flush deadline")
+        self._sleep(delay)
+
+    # ----------------------------------------------------------------------------- one object
+
+    def _deliver(
+        self, obj: ShipObject, answer: AuthorizedObject | None, deadline: float, report: FlushReport
+    ) -> bool:
+        """PUT one object until it is in the bucket; False when it must wait for the next flush."""
+        t0 = time.monotonic()
+        try:
+            outcome = self._deliver_inner(obj, answer, deadline)
+        except _ObjectFailed as exc:
+            report.failed.append(obj.label())
+            self.metrics.count("errors", f"ship_failed_{obj.kind}")
+            log.warning("publisher could not ship %s (%s), flush %s", obj.label(), exc, obj.flush_id)
+            return False
+        ms = (time.monotonic() - t0) * 1000
+        if outcome == "conflict":
+            report.conflicts.append(obj.label())
+            self.metrics.count("errors", f"conflict_{obj.kind}")
+            log.error(
+                "publisher conflict on %s, flush %s: the bucket holds different bytes; not overwritten",
+                obj.label(),
+                obj.flush_id,
+            )
+        elif outcome == "stored":
+            report.stored += 1
+        else:
+            report.shipped += 1
+            self.metrics.shipped(obj.kind, obj.size, obj.original_size)
+        log.info("publisher %s %s in %.1f ms (flush %s)", outcome, obj.label(), ms, obj.flush_id)
+        return True
+
+    def _deliver_inner(self, obj: ShipObject, answer: AuthorizedObject | None, deadline: float) -> str:
+        attempt = 0
+        expect_stored = False
+        while True:
+            if answer is None:
+                answer = self._reauthorize(obj, deadline)
+            if answer.state == "stored":
+                return "stored"
+            if answer.state == "conflict":
+                # A CID names its content: a value or table in place is the same value.
+                return "stored" if obj.kind in ("value", "table") else "conflict"
+            if expect_stored:
+                self.metrics.count("errors", f"expected_stored_{obj.kind}")
+            url, headers, expires = answer.upload_url, answer.required_headers, answer.expires_at
+            assert url is not None and headers is not None
+            if expires is not None and expires.tzinfo is None:
+                expires = expires.replace(tzinfo=dt.UTC)
+            if expires is not None and expires - _EXPIRY_MARGIN <= dt.datetime.now(dt.UTC):
+                answer = None  # a PUT after expires_at needs a new authorization
+                continue
+            result = self.putter.put(url, dict(headers), obj.body)
+            if result.outcome is PutOutcome.CREATED:
+                return "shipped"
+            self.metrics.count("put_retries", obj.kind)
+            if result.outcome is PutOutcome.EXISTS:
+                self.metrics.count("put_412", obj.kind)
+                expect_stored = True
+                answer = None
+                continue  # re-authorize at once: the object is there
+            if result.outcome is PutOutcome.CHECKSUM:
+                self.metrics.count("errors", f"put_checksum_{obj.kind}")
+                obj.checksum = ""
+                obj.__post_init__()  # recompute from the bytes we send
+            if result.outcome is PutOutcome.LOST:
+                self.metrics.count("errors", f"put_lost_{obj.kind}")
+                expect_stored = True
+            self._backoff(attempt, result.retry_after, deadline)
+            attempt += 1
+            answer = None if result.outcome is not PutOutcome.RETRY else answer
+
+    def _reauthorize(self, obj: ShipObject, deadline: float) -> AuthorizedObject:
+        try:
+            answers = self._authorize(obj.euid, obj.flush_id, [obj], deadline)
+        except (GatewayRejected, GatewayRetryable) as exc:
+            raise _ObjectFailed(f"re-authorize: {type(exc).__name__}") from None
+        if answers[0] is None:
+            raise _ObjectFailed("oversize")
+        return answers[0]
+
+    # ----------------------------------------------------------------------------- gauges
+
+    def _gauges(self, c: Collected) -> None:
+        pending: dict[str, int] = {"meta": 0, "data": 0}
+        oldest: dict[str, float] = {}
+        now = time.time()
+        for pp in c.planes:
+            pending[pp.plane.value] += max(0, pp.high_water - pp.cursor)
+            if pp.oldest_unshipped_mtime is not None:
+                age = max(0.0, now - pp.oldest_unshipped_mtime)
+                oldest[pp.plane.value] = max(oldest.get(pp.plane.value, 0.0), age)
+        self.metrics.set_gauges(
+            pending_segments=pending,
+            pending_values=c.pending_values,
+            pending_tables=c.pending_tables,
+            oldest_age=oldest,
+        )
+
+
+def is_gateway_error(exc: BaseException) -> bool:
+    return isinstance(exc, GatewayError)
+
+
+__all__ = ["FlushHooks", "FlushReport", "Flusher", "Path", "ShippingStopped"]
