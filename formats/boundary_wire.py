@@ -8,7 +8,7 @@ Every field here is a non-value: identifiers, names, states, counters, timestamp
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -320,6 +320,173 @@ class ProjectionSchemaDocument(_Out):
     digest: str
     relations: list[RelationSpec]
     vocabularies: dict[str, list[str]]
+
+
+# --- projection batches, resident queries, projection erasures ----------------------------------
+
+ARROW_STREAM_MEDIA_TYPE = "application/vnd.apache.arrow.stream"
+HEADER_GENERATION = "X-Baml-Generation"
+HEADER_CATALOG_VERSION = "X-Baml-Catalog-Version"
+HEADER_RELATION = "X-Baml-Relation"
+HEADER_ROOT_ID = "X-Baml-Root-Id"
+HEADER_CONTENT_DIGEST = "X-Baml-Content-Digest"
+HEADER_ENVIRONMENT_ID = "X-Baml-Environment-Id"
+HEADER_PARTITION = "X-Baml-Partition"
+HEADER_ROW_COUNT = "X-Baml-Row-Count"
+# Resident query answers: the generation the rows were read from (header and schema metadata).
+HEADER_PROJECTION_GENERATION = "X-Baml-Projection-Generation"
+META_PROJECTION_GENERATION = "baml.projection_generation"
+META_CATALOG_VERSION = "baml.catalog_version"
+META_SNAPSHOT_ID = "baml.snapshot_id"
+
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+RootId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")]
+
+
+class ProjectionBatchHeaders(_Model):
+    """A projection batch's identity, sent as ``X-Baml-*`` headers with the Arrow IPC body of
+    ``PUT /projection-batches/{batch_id}``. ``content_digest`` is ``sha256:`` + hex SHA-256 of the
+    body bytes. The generation is not part of ``batch_id``, so a rebuild reuses batch ids."""
+
+    generation: int = Field(ge=0)
+    catalog_version: int = Field(ge=1)
+    relation: str = Field(min_length=1, max_length=64)
+    root_id: RootId
+    content_digest: Digest
+    environment_id: str = Field(min_length=1, max_length=64)
+    partition: int | None = Field(default=None, ge=0)
+    row_count: int | None = Field(default=None, ge=0)
+
+    _NAMES: ClassVar[dict[str, str]] = {
+        "generation": HEADER_GENERATION,
+        "catalog_version": HEADER_CATALOG_VERSION,
+        "relation": HEADER_RELATION,
+        "root_id": HEADER_ROOT_ID,
+        "content_digest": HEADER_CONTENT_DIGEST,
+        "environment_id": HEADER_ENVIRONMENT_ID,
+        "partition": HEADER_PARTITION,
+        "row_count": HEADER_ROW_COUNT,
+    }
+
+    def http_headers(self) -> dict[str, str]:
+        out = {"Content-Type": ARROW_STREAM_MEDIA_TYPE}
+        for attr, header in self._NAMES.items():
+            value = getattr(self, attr)
+            if value is not None:
+                out[header] = str(value)
+        return out
+
+    @classmethod
+    def header_names(cls) -> dict[str, str]:
+        return dict(cls._NAMES)
+
+
+class ProjectionBatchState(_Out):
+    batch_id: str
+    state: Literal["visible"] = "visible"
+    rows: int
+    generation: int
+    relation: str
+    content_digest: str
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "examples": [
+                {
+                    "batch_id": "5f0c2d6e9a7b4c1d8e3f2a1b0c9d8e7f",
+                    "state": "visible",
+                    "rows": 42,
+                    "generation": 1,
+                    "relation": "calls_v1",
+                    "content_digest": "sha256:" + "0" * 64,
+                }
+            ]
+        },
+    )
+
+
+class ResidentBudget(_Model):
+    """Requested limits; Boundary caps each at its configured maximum."""
+
+    wall_ms: int = Field(default=10_000, ge=1, le=600_000)
+    rows: int = Field(default=100_000, ge=1, le=100_000_000)
+    bytes: int = Field(default=64 << 20, ge=1, le=1 << 34)
+
+
+class ResidentQueryRequest(_Model):
+    """The public part of a query plan. Name either ``snapshot_id`` or ``generation`` with
+    ``catalog_version``. Only registered public relations and columns, one SELECT or UNION."""
+
+    sql: str = Field(min_length=1, max_length=100_000)
+    environment_id: str
+    snapshot_id: str | None = None
+    generation: int | None = Field(default=None, ge=1)
+    catalog_version: int | None = Field(default=None, ge=1)
+    budget: ResidentBudget = Field(default_factory=ResidentBudget)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "sql": "SELECT function_name, count() AS calls FROM calls_v1 GROUP BY function_name",
+                    "environment_id": "env_01JD4Z8Q6W3V6J5X9T2N8K7M4C",
+                    "snapshot_id": "snp_0123456789abcdef0123456789abcdef",
+                    "budget": {"wall_ms": 5000, "rows": 10000, "bytes": 16777216},
+                }
+            ]
+        },
+    )
+
+
+class ProjectionErasureRequest(_Model):
+    environment_id: str
+    generation: int = Field(ge=1)
+    root_ids: list[RootId] = Field(min_length=1, max_length=10_000)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "environment_id": "env_01JD4Z8Q6W3V6J5X9T2N8K7M4C",
+                    "generation": 1,
+                    "root_ids": ["0123456789abcdef0123456789abcdef"],
+                }
+            ]
+        },
+    )
+
+
+class ProjectionErasure(_Out):
+    """Per-relation rows deleted and still present for the roots (``remaining_total`` 0 = done)."""
+
+    environment_id: str
+    generation: int
+    roots: int
+    deleted: dict[str, int]
+    remaining: dict[str, int]
+    remaining_total: int
+    state: Literal["complete", "incomplete"]
+
+
+class ProjectionFactCountsRequest(_Model):
+    environment_id: str
+    generation: int | None = Field(default=None, ge=1, description="Null counts every generation.")
+    root_ids: list[RootId] = Field(min_length=1, max_length=10_000)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"environment_id": "env_01JD4Z8Q6W3V6J5X9T2N8K7M4C", "root_ids": ["0123456789abcdef"]}
+            ]
+        },
+    )
+
+
+class ProjectionFactCounts(_Out):
+    environment_id: str
+    generation: int | None
+    counts: dict[str, int]
+    total: int
 
 
 class Healthz(_Out):

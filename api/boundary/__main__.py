@@ -49,6 +49,9 @@ def server_configs(settings: BoundarySettings) -> tuple[uvicorn.Config, uvicorn.
 
 async def serve(settings: BoundarySettings) -> None:
     control_cfg, workload_cfg = server_configs(settings)
+    # The process owns its chdb path: create the fact tables now (idempotent DDL). In-process
+    # users of server_configs (tests) open the store lazily on their own path instead.
+    workload_cfg.app.state.runtime.fact_store()  # type: ignore[union-attr]
     control, workload = uvicorn.Server(control_cfg), uvicorn.Server(workload_cfg)
     log.info(
         "boundary control on %s:%d, workload (mTLS) on %s:%d",

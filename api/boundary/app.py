@@ -14,9 +14,12 @@ from api.boundary.routers import (
     deployments,
     environment_settings,
     environments,
+    projection_batches,
+    projection_erasures,
     projection_schemas,
     projects,
     query_snapshots,
+    resident_queries,
     tenants,
     token_introspections,
     tokens,
@@ -46,6 +49,9 @@ WORKLOAD_ROUTERS = (
     query_snapshots,
     token_introspections,
     workload_environments,
+    projection_batches,
+    resident_queries,
+    projection_erasures,
 )
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from api.boundary.facts.store import FactStore
 from api.boundary.metastore import IdempotencyContext, Metastore, permissions_of
 from api.boundary.policy import Principal
 from api.boundary.settings import BoundarySettings
@@ -23,6 +25,20 @@ class BoundaryRuntime:
     metastore: Metastore
     verifier: CertificateVerifier | None = None
     signer: WorkloadJwtSigner | None = None
+    facts: FactStore | None = None
+    _facts_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def fact_store(self) -> FactStore:
+        """Opened on first use: chdb allows one engine path per process, so nothing touches it
+        until a fact route (or the server start) needs it."""
+        with self._facts_lock:
+            if self.facts is None:
+                self.facts = FactStore.open(
+                    url=self.settings.clickhouse_url,
+                    path=self.settings.resolved_clickhouse_path(),
+                    database=self.settings.clickhouse_database,
+                )
+            return self.facts
 
 
 def get_runtime(request: Request) -> BoundaryRuntime:

@@ -37,6 +37,23 @@ class BoundarySettings(BaseSettings):
         default="", description="ClickHouse URL; empty means chdb at clickhouse_path."
     )
     clickhouse_path: Path | None = Field(default=None, description="chdb directory; default <run_dir>/chdb.")
+    clickhouse_database: str = Field(
+        default="baml_facts",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$",
+        description="Database of the fact tables.",
+    )
+    projection_batch_max_bytes: int = Field(
+        default=64 << 20, ge=1024, description="Largest Arrow IPC body PUT /projection-batches accepts."
+    )
+    resident_max_wall_ms: int = Field(
+        default=30_000, ge=1, description="Cap on a resident query's wall time."
+    )
+    resident_max_rows: int = Field(
+        default=1_000_000, ge=1, description="Cap on a resident query's result rows."
+    )
+    resident_max_bytes: int = Field(
+        default=256 << 20, ge=1024, description="Cap on a resident query's result bytes."
+    )
     snapshot_ttl_seconds: int = Field(default=300, ge=10, le=3600)
     snapshot_window_seconds: int = Field(default=60, ge=1, le=3600)
     development: bool = Field(default=True, description="Allows the dev PKI to be created on start.")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import httpx
+import pyarrow as pa
 from pydantic import BaseModel
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -154,15 +155,25 @@ class BoundaryClient:
 
     # --- calls -------------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, *, json: Any, auth: bool, request_id: str) -> httpx.Response:
-        headers = {REQUEST_ID_HEADER: request_id}
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any,
+        auth: bool,
+        request_id: str,
+        content: bytes | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        headers = {REQUEST_ID_HEADER: request_id, **(extra_headers or {})}
         if auth:
             headers["Authorization"] = f"Bearer {self.workload_token()}"
-        resp = self._http.request(method, path, json=json, headers=headers)
+        resp = self._http.request(method, path, json=json, content=content, headers=headers)
         if resp.status_code == 401 and auth:
             # The JWT may have expired between our check and the server's; refresh once.
             headers["Authorization"] = f"Bearer {self.workload_token(force=True)}"
-            resp = self._http.request(method, path, json=json, headers=headers)
+            resp = self._http.request(method, path, json=json, content=content, headers=headers)
         if resp.status_code >= 400:
             problem = None
             try:
@@ -172,7 +183,16 @@ class BoundaryClient:
             raise BoundaryError(resp.status_code, problem, path=path)
         return resp
 
-    def _call(self, model: type[M], method: str, path: str, *, json: Any = None, auth: bool = True) -> M:
+    def _raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        auth: bool = True,
+        content: bytes | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         request_id = current_request_id.get() or new_request_id()
 
         @retry(
@@ -182,9 +202,31 @@ class BoundaryClient:
             reraise=True,
         )
         def attempt() -> httpx.Response:
-            return self._send(method, path, json=json, auth=auth, request_id=request_id)
+            return self._send(
+                method,
+                path,
+                json=json,
+                auth=auth,
+                request_id=request_id,
+                content=content,
+                extra_headers=extra_headers,
+            )
 
-        return model.model_validate(attempt().json())
+        return attempt()
+
+    def _call(
+        self,
+        model: type[M],
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        auth: bool = True,
+        content: bytes | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> M:
+        resp = self._raw(method, path, json=json, auth=auth, content=content, extra_headers=extra_headers)
+        return model.model_validate(resp.json())
 
     # --- API ---------------------------------------------------------------------------------
 
@@ -230,3 +272,68 @@ class BoundaryClient:
         if ttl > 0:
             self._snapshots.put(key, snap, ttl)
         return snap
+
+    # --- projection facts ---------------------------------------------------------------------
+
+    def put_projection_batch(
+        self, batch_id: str, headers: w.ProjectionBatchHeaders, body: bytes
+    ) -> w.ProjectionBatchState:
+        """PUT one batch (idempotent: a replay with the same digest returns the visible state)."""
+        return self._call(
+            w.ProjectionBatchState,
+            "PUT",
+            f"/projection-batches/{batch_id}",
+            content=body,
+            extra_headers=headers.http_headers(),
+        )
+
+    def resident_query(
+        self,
+        sql: str,
+        environment_id: str,
+        *,
+        snapshot_id: str | None = None,
+        generation: int | None = None,
+        catalog_version: int | None = None,
+        budget: w.ResidentBudget | None = None,
+    ) -> pa.Table:
+        """Run the public part of a plan; the table's schema metadata carries the generation."""
+        req = w.ResidentQueryRequest(
+            sql=sql,
+            environment_id=environment_id,
+            snapshot_id=snapshot_id,
+            generation=generation,
+            catalog_version=catalog_version,
+            budget=budget or w.ResidentBudget(),
+        )
+        resp = self._raw("POST", "/resident-queries", json=req.model_dump(mode="json"))
+        table = pa.ipc.open_stream(pa.py_buffer(resp.content)).read_all()
+        meta = table.schema.metadata or {}
+        header = resp.headers.get(w.HEADER_PROJECTION_GENERATION)
+        if header is None or meta.get(w.META_PROJECTION_GENERATION.encode()) != header.encode():
+            raise RuntimeError("resident query answer lacks a consistent projection generation")
+        return table
+
+    def projection_erasure(
+        self, environment_id: str, generation: int, root_ids: list[str], *, idempotency_key: str
+    ) -> w.ProjectionErasure:
+        body = w.ProjectionErasureRequest(
+            environment_id=environment_id, generation=generation, root_ids=root_ids
+        )
+        return self._call(
+            w.ProjectionErasure,
+            "POST",
+            "/projection-erasures",
+            json=body.model_dump(mode="json"),
+            extra_headers={"Idempotency-Key": idempotency_key},
+        )
+
+    def projection_fact_counts(
+        self, environment_id: str, root_ids: list[str], *, generation: int | None = None
+    ) -> w.ProjectionFactCounts:
+        body = w.ProjectionFactCountsRequest(
+            environment_id=environment_id, generation=generation, root_ids=root_ids
+        )
+        return self._call(
+            w.ProjectionFactCounts, "POST", "/projection-fact-counts", json=body.model_dump(mode="json")
+        )

@@ -1,0 +1,347 @@
+"""The fact store: one clickhouse-connect client (chdb in-process by default, a server by URL).
+
+Same SQL for both backends. Writes (ingest, erasure) are serialised by one process-wide
+lock: chdb's ``Python()``/insert path is unsafe when shared across threads (PLATFORM.md
+section 6), and the registry check-then-insert must not interleave within one Boundary
+process. Several Boundary processes against one ClickHouse server would need a distributed
+lock for the registry check; the embedded stack runs one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+import pyarrow as pa
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
+
+from api.boundary.facts import ddl
+from api.boundary.facts.batch_check import BatchRejected, BatchScope
+
+_DB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_CH_CODE = re.compile(r"Code: (\d+)\.")
+_CH_NAME = re.compile(r"\(([A-Z_]+)\)\s*$")
+# TIMEOUT_EXCEEDED, TOO_MANY_ROWS_OR_BYTES, TOO_MANY_ROWS, TOO_MANY_BYTES, TOO_SLOW
+_BUDGET_CODES = frozenset({159, 396, 158, 307, 160})
+_CHDB_LOCK = threading.Lock()
+_CHDB_CLIENTS: dict[str, Client] = {}
+
+
+class BudgetExceeded(Exception):
+    def __init__(self, limit: str) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
+class QueryFailed(Exception):
+    """ClickHouse refused a guarded query; ``name`` is ClickHouse's error name, never its message."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+@dataclass(frozen=True)
+class BatchIdentity:
+    batch_id: str
+    relation: str
+    catalog_version: int
+    root_id: str
+    content_digest: str
+
+
+@dataclass(frozen=True)
+class BatchState:
+    batch_id: str
+    generation: int
+    relation: str
+    rows: int
+    content_digest: str
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class Budget:
+    wall_ms: int
+    rows: int
+    bytes: int
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "max_execution_time": max(self.wall_ms, 1) / 1000.0,
+            "timeout_overflow_mode": "throw",
+            "max_result_rows": self.rows,
+            "max_result_bytes": self.bytes,
+            "result_overflow_mode": "throw",
+        }
+
+
+@dataclass
+class ErasureOutcome:
+    deleted: dict[str, int] = field(default_factory=dict)
+    remaining: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def remaining_total(self) -> int:
+        return sum(self.remaining.values())
+
+
+def _chdb_client(path: Path) -> Client:
+    """One client per chdb path per process (the engine allows only one path anyway)."""
+    key = str(path.resolve())
+    with _CHDB_LOCK:
+        client = _CHDB_CLIENTS.get(key)
+        if client is None:
+            path.mkdir(parents=True, exist_ok=True)
+            client = clickhouse_connect.get_client(interface="chdb", path=key)
+            _CHDB_CLIENTS[key] = client
+        return client
+
+
+class FactStore:
+    def __init__(self, client: Client, *, database: str = "baml_facts") -> None:
+        if not _DB_NAME.match(database):
+            raise ValueError("ClickHouse database names are letters, digits and '_' (max 64)")
+        self.client = client
+        self.database = database
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, *, url: str = "", path: Path | None = None, database: str = "baml_facts") -> FactStore:
+        if url:
+            client = clickhouse_connect.get_client(dsn=url)
+        elif path is not None:
+            client = _chdb_client(path)
+        else:
+            raise ValueError("FactStore needs a ClickHouse URL or a chdb path")
+        store = cls(client, database=database)
+        store.ensure_schema()
+        return store
+
+    def ensure_schema(self) -> None:
+        with self._lock:
+            for stmt in ddl.all_ddl(self.database):
+                self.client.command(stmt)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _t(self, table: str) -> str:
+        return f"{ddl.q(self.database)}.{ddl.q(table)}"
+
+    @staticmethod
+    def _scope_params(scope: BatchScope) -> dict[str, Any]:
+        return {
+            "tenant": scope.tenant_id,
+            "project": scope.project_id,
+            "env": scope.environment_id,
+            "gen": scope.generation,
+        }
+
+    _SCOPE_SQL = (
+        "tenant_id = {tenant:String} AND project_id = {project:String} AND environment_id = {env:String}"
+    )
+
+    # --- ingest ----------------------------------------------------------------------------
+
+    def registered_batch(self, scope: BatchScope, batch_id: str) -> BatchState | None:
+        rows = self.client.query(
+            f"SELECT relation, rows, content_digest FROM {self._t(ddl.REGISTRY_TABLE)} FINAL"
+            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND batch_id = {{bid:String}}",
+            parameters={**self._scope_params(scope), "bid": batch_id},
+        ).result_rows
+        if not rows:
+            return None
+        relation, nrows, digest = rows[0]
+        return BatchState(batch_id, scope.generation, str(relation), int(nrows), str(digest), replayed=True)
+
+    def root_erased(self, scope: BatchScope, root_id: str) -> bool:
+        rows = self.client.query(
+            f"SELECT count() FROM {self._t(ddl.TOMBSTONE_TABLE)} FINAL"
+            f" WHERE {self._SCOPE_SQL} AND root_id = {{root:String}}",
+            parameters={**self._scope_params(scope), "root": root_id},
+        ).result_rows
+        return bool(rows and rows[0][0])
+
+    def ingest(self, ident: BatchIdentity, scope: BatchScope, table: pa.Table) -> BatchState:
+        """Insert a checked batch once: a replay with the same digest returns the recorded state."""
+        with self._lock:
+            if self.root_erased(scope, ident.root_id):
+                raise BatchRejected(
+                    "root_erased", f"root {ident.root_id} was erased in this environment", status=409
+                )
+            existing = self.registered_batch(scope, ident.batch_id)
+            if existing is not None:
+                if existing.content_digest != ident.content_digest or existing.relation != ident.relation:
+                    raise BatchRejected(
+                        "batch_digest_conflict",
+                        f"batch {ident.batch_id} is already visible in generation {scope.generation}"
+                        " with another content digest or relation",
+                        status=409,
+                    )
+                return existing
+            if table.num_rows:
+                # A crash between these two inserts is repaired by the retry: rows collapse on row_id.
+                self.client.insert_arrow(ident.relation, table, database=self.database)
+            self.client.insert(
+                ddl.REGISTRY_TABLE,
+                [
+                    [
+                        scope.tenant_id,
+                        scope.project_id,
+                        scope.environment_id,
+                        scope.generation,
+                        ident.batch_id,
+                        ident.relation,
+                        ident.catalog_version,
+                        ident.root_id,
+                        ident.content_digest,
+                        table.num_rows,
+                        dt.datetime.now(dt.UTC),
+                    ]
+                ],
+                column_names=[
+                    "tenant_id",
+                    "project_id",
+                    "environment_id",
+                    "generation",
+                    "batch_id",
+                    "relation",
+                    "catalog_version",
+                    "root_id",
+                    "content_digest",
+                    "rows",
+                    "inserted_at",
+                ],
+                database=self.database,
+            )
+            return BatchState(
+                ident.batch_id, scope.generation, ident.relation, table.num_rows, ident.content_digest
+            )
+
+    # --- resident queries ------------------------------------------------------------------
+
+    def run_guarded(self, guarded_sql: str, budget: Budget) -> pa.Table:
+        """Run SQL that :func:`guard.guard_sql` produced, under Boundary's budget settings."""
+        try:
+            return self.client.query_arrow(guarded_sql, settings=budget.settings())
+        except (DatabaseError, ClickHouseError) as exc:
+            text = str(exc)
+            m = _CH_CODE.search(text)
+            code = int(m.group(1)) if m else -1
+            if code in _BUDGET_CODES:
+                limit = "wall_ms" if code in (159, 160) else "rows" if "rows" in text.lower() else "bytes"
+                raise BudgetExceeded(limit) from None
+            name = _CH_NAME.search(text.strip())
+            raise QueryFailed(name.group(1) if name else "QUERY_FAILED") from None
+
+    # --- erasure and counts ----------------------------------------------------------------
+
+    def _root_filter(self, generation: int | None) -> str:
+        gen = " AND generation >= {gen:UInt64}" if generation is not None else ""
+        return f"{self._SCOPE_SQL}{gen} AND execution_id IN {{roots:Array(String)}}"
+
+    def fact_counts(
+        self, scope: BatchScope, root_ids: list[str], *, all_generations: bool = False
+    ) -> dict[str, int]:
+        """Rows (after collapsing duplicates) of those roots per execution relation."""
+        gen = None if all_generations else scope.generation
+        params = {**self._scope_params(scope), "roots": root_ids}
+        out: dict[str, int] = {}
+        for rel in ddl.EXECUTION_RELATIONS:
+            rows = self.client.query(
+                f"SELECT count() FROM {self._t(rel)} FINAL WHERE {self._root_filter(gen)}", parameters=params
+            ).result_rows
+            out[rel] = int(rows[0][0])
+        return out
+
+    def erase(self, scope: BatchScope, root_ids: list[str]) -> ErasureOutcome:
+        """Delete every fact of those roots in ``scope.generation`` and later generations (a rebuild).
+
+        Idempotent. Function definitions are per program, not per root: a program's rows go when
+        no remaining call in the environment references it. A tombstone per root refuses later
+        batches for it, so an in-flight projector cannot resurrect erased facts.
+        """
+        params = {**self._scope_params(scope), "roots": root_ids}
+        out = ErasureOutcome()
+        with self._lock:
+            self.client.insert(
+                ddl.TOMBSTONE_TABLE,
+                [
+                    [scope.tenant_id, scope.project_id, scope.environment_id, r, dt.datetime.now(dt.UTC)]
+                    for r in root_ids
+                ],
+                column_names=["tenant_id", "project_id", "environment_id", "root_id", "erased_at"],
+                database=self.database,
+            )
+            programs = [
+                str(r[0])
+                for r in self.client.query(
+                    f"SELECT DISTINCT program_id FROM {self._t('calls_v1')} FINAL"
+                    f" WHERE {self._root_filter(scope.generation)}",
+                    parameters=params,
+                ).result_rows
+            ]
+            out.deleted = self.fact_counts(scope, root_ids)
+            for rel in ddl.EXECUTION_RELATIONS:
+                if out.deleted[rel]:
+                    self.client.command(
+                        f"DELETE FROM {self._t(rel)} WHERE {self._root_filter(scope.generation)}",
+                        parameters=params,
+                    )
+            out.deleted["function_definitions_v1"] = self._erase_orphan_programs(scope, programs)
+            self.client.command(
+                f"DELETE FROM {self._t(ddl.REGISTRY_TABLE)} WHERE {self._SCOPE_SQL}"
+                " AND generation >= {gen:UInt64} AND root_id IN {roots:Array(String)}",
+                parameters={**params, "roots": root_ids + programs},
+            )
+            out.remaining = self.fact_counts(scope, root_ids)
+        return out
+
+    def _erase_orphan_programs(self, scope: BatchScope, programs: list[str]) -> int:
+        if not programs:
+            return 0
+        params = {**self._scope_params(scope), "programs": programs}
+        orphan_sql = (
+            f"{self._SCOPE_SQL} AND generation >= {{gen:UInt64}} AND program_id IN {{programs:Array(String)}}"
+            f" AND program_id NOT IN (SELECT program_id FROM {self._t('calls_v1')}"
+            f" WHERE {self._SCOPE_SQL} AND generation >= {{gen:UInt64}})"
+        )
+        n = int(
+            self.client.query(
+                f"SELECT count() FROM {self._t('function_definitions_v1')} FINAL WHERE {orphan_sql}",
+                parameters=params,
+            ).result_rows[0][0]
+        )
+        if n:
+            self.client.command(
+                f"DELETE FROM {self._t('function_definitions_v1')} WHERE {orphan_sql}", parameters=params
+            )
+        return n
+
+    # --- erasure idempotency log -----------------------------------------------------------
+
+    def erasure_record(self, tenant_id: str, key: str) -> tuple[str, dict[str, Any]] | None:
+        rows = self.client.query(
+            f"SELECT request_digest, result_json FROM {self._t(ddl.ERASURE_LOG_TABLE)} FINAL"
+            " WHERE tenant_id = {tenant:String} AND idem_key = {key:String}",
+            parameters={"tenant": tenant_id, "key": key},
+        ).result_rows
+        if not rows:
+            return None
+        return str(rows[0][0]), json.loads(rows[0][1])
+
+    def record_erasure(self, tenant_id: str, key: str, digest: str, result: dict[str, Any]) -> None:
+        with self._lock:
+            self.client.insert(
+                ddl.ERASURE_LOG_TABLE,
+                [[tenant_id, key, digest, json.dumps(result, sort_keys=True), dt.datetime.now(dt.UTC)]],
+                column_names=["tenant_id", "idem_key", "request_digest", "result_json", "created_at"],
+                database=self.database,
+            )

@@ -1,0 +1,93 @@
+"""The fact store over chdb: DDL from the catalog, sort keys, skip index, duplicate collapse,
+budget mapping, and the pure batch checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from facts_fixtures import execution_facts
+
+from api.boundary.facts import ddl
+from api.boundary.facts.batch_check import BatchRejected, BatchScope, check_schema, check_scope
+from api.boundary.facts.store import Budget, BudgetExceeded, FactStore, QueryFailed, _chdb_client
+from formats import catalog
+
+
+@pytest.fixture(scope="module")
+def store(chdb_path: Path, chdb_database: str) -> FactStore:
+    s = FactStore(_chdb_client(chdb_path), database=chdb_database)
+    s.ensure_schema()
+    s.ensure_schema()  # idempotent
+    return s
+
+
+def test_ddl_tables_match_catalog_public_schemas(store: FactStore) -> None:
+    for rel in catalog.PUBLIC_RELATIONS:
+        cols = store.client.query(
+            "SELECT name FROM system.columns WHERE database = {d:String} AND table = {t:String} ORDER BY position",  # noqa: E501
+            parameters={"d": store.database, "t": rel},
+        ).result_rows
+        assert [c[0] for c in cols] == catalog.public_schema(rel).names
+        assert "args" not in [c[0] for c in cols]
+
+
+def test_ddl_sort_keys_and_bloom_index(store: FactStore) -> None:
+    rows = store.client.query(
+        "SELECT name, sorting_key, engine FROM system.tables WHERE database = {d:String}",
+        parameters={"d": store.database},
+    ).result_rows
+    keys = {r[0]: r[1] for r in rows}
+    assert keys["calls_v1"] == (
+        "tenant_id, project_id, environment_id, generation, function_name, started_at_ns, row_id"
+    )
+    assert keys["threads_v1"].endswith("generation, started_at_ns, row_id")
+    assert {r[2] for r in rows if r[0] in catalog.PUBLIC_RELATIONS} == {"ReplacingMergeTree"}
+    idx = store.client.query(
+        "SELECT table, type FROM system.data_skipping_indices WHERE database = {d:String}",
+        parameters={"d": store.database},
+    ).result_rows
+    assert {t for t, typ in idx if typ == "bloom_filter"} == set(ddl.EXECUTION_RELATIONS)
+
+
+def test_duplicate_inserts_collapse_under_final(store: FactStore) -> None:
+    rows = execution_facts("tdup", "p", "e", 1, 0)["calls_v1"]
+    table = pa.Table.from_pylist(rows, schema=catalog.public_schema("calls_v1"))
+    store.client.insert_arrow("calls_v1", table, database=store.database)
+    store.client.insert_arrow("calls_v1", table, database=store.database)
+    q = f"SELECT count() FROM {store.database}.calls_v1 {{final}} WHERE tenant_id = 'tdup'"
+    assert store.client.query(q.format(final="")).result_rows[0][0] == 6
+    assert store.client.query(q.format(final="FINAL")).result_rows[0][0] == 3
+
+
+def test_run_guarded_maps_budget_and_failures(store: FactStore) -> None:
+    with pytest.raises(BudgetExceeded) as exc:
+        store.run_guarded(
+            "SELECT number FROM system.numbers LIMIT 1000", Budget(wall_ms=5000, rows=10, bytes=1 << 20)
+        )
+    assert exc.value.limit == "rows"
+    with pytest.raises(QueryFailed) as failed:
+        store.run_guarded("SELECT toInt64('x') + 'y'", Budget(wall_ms=5000, rows=10, bytes=1 << 20))
+    assert failed.value.name.isupper() and "'" not in failed.value.name
+    # The budget settings do not leak into later calls on the shared chdb session.
+    assert (
+        store.run_guarded("SELECT number FROM system.numbers LIMIT 50", Budget(5000, 100, 1 << 20)).num_rows
+        == 50
+    )
+
+
+def test_check_schema_and_scope_pure() -> None:
+    rel = catalog.relation("threads_v1")
+    rows = execution_facts("t", "p", "e", 1, 0)["threads_v1"]
+    table = pa.Table.from_pylist(rows, schema=catalog.public_schema("threads_v1"))
+    shuffled = table.select(list(reversed(table.column_names)))
+    assert check_schema(shuffled, rel, 1).schema.names == table.schema.names  # reordered to catalog order
+    check_scope(table, BatchScope("t", "p", "e", 1), rel, rows[0]["execution_id"])
+    with pytest.raises(BatchRejected) as exc:
+        check_scope(table, BatchScope("t", "p", "other", 1), rel, rows[0]["execution_id"])
+    assert exc.value.code == "scope_mismatch" and exc.value.status == 403
+    nulls = table.set_column(table.schema.get_field_index("status"), "status", pa.array([None], pa.string()))
+    with pytest.raises(BatchRejected) as exc:
+        check_schema(nulls, rel, 1)
+    assert exc.value.code == "null_in_required_column"
