@@ -1,0 +1,282 @@
+"""Lance-side rows: value leaves, values_v1 entries, CID references, source files, private columns.
+
+Nothing here leaves the data plane. The leaf layout follows DESIGN.md section 6 and
+PLATFORM.md "Query floors": one row per leaf of a decoded value with typed columns
+(``string``, ``number``, ``bool``) and a separate combined ``key`` column (``path=value``)
+so an exact match is one lookup in its own index, while ``string`` keeps its n-gram index.
+
+:func:`exact_match_key` is the one definition of the key text; the query planner must build
+its lookup keys with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+from activities.projection.model import ResolvedValue, Row
+from formats import catalog, evidence, value_json
+from formats.cas import CODEC_VALUE
+from formats.errors import FormatError
+from formats.function_table import FunctionTable
+from formats.value_codec import Value, decode_value
+
+# Longer scalar texts are keyed by digest so the exact-match index stays small.
+KEY_MAX_VALUE_CHARS = 256
+# Values are immutable by CID, so their renderings are shared across executions (hot values
+# such as prompts and enums recur); only small bodies are cached to bound memory.
+RENDER_CACHE_ENTRIES = 4096
+RENDER_CACHE_MAX_BODY = 4096
+_SAFE_INT = 2**53 - 1
+
+Scalar = str | int | float | bool | None
+
+
+def scalar_json(value: Scalar) -> str:
+    """Canonical JSON text of a scalar: integral floats as integers, NaN/Infinity tagged."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            word = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+            return json.dumps({"$float": word})
+        if value.is_integer() and abs(value) <= _SAFE_INT:
+            return str(int(value))
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def exact_match_key(path_text: str, value: Scalar) -> str:
+    """The ``key`` column for a leaf at ``path_text`` holding ``value``: ``path=<canonical JSON>``.
+
+    ``args['invoice']['id'] = 'INV-1042'`` looks up ``invoice.id="INV-1042"``; a scalar whose
+    JSON text exceeds :data:`KEY_MAX_VALUE_CHARS` is keyed as ``path=#sha256:<hex>`` of that text.
+    """
+    text = scalar_json(value)
+    if len(text) > KEY_MAX_VALUE_CHARS:
+        text = "#sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return f"{path_text}={text}"
+
+
+def _leaf_key(leaf: value_json.Leaf) -> str:
+    if leaf.kind in ("string", "number", "bool", "null"):
+        return exact_match_key(leaf.path_text, leaf.scalar)
+    # Non-scalar leaves are keyed by their tagged rendering, so they never equal a plain scalar.
+    tagged = json.dumps({"$" + leaf.kind: leaf.scalar}, ensure_ascii=False, sort_keys=True)
+    if len(tagged) > KEY_MAX_VALUE_CHARS:
+        tagged = "#sha256:" + hashlib.sha256(tagged.encode()).hexdigest()
+    return f"{leaf.path_text}={tagged}"
+
+
+def _as_float(number: int | float) -> float:
+    # Python ints can exceed a double's range (bigint leaves): clamp to infinity instead of raising.
+    try:
+        return float(number)
+    except OverflowError:
+        return math.copysign(math.inf, number)
+
+
+LeafTemplate = list[tuple[str, str, str | None, float | None, bool | None]]
+_shared_json: OrderedDict[bytes, str | None] = OrderedDict()
+_shared_leaves: OrderedDict[bytes, LeafTemplate] = OrderedDict()
+_shared_lock = threading.Lock()  # activities may run in worker threads
+_MISS = object()
+
+
+def _remember(cache: OrderedDict[bytes, Any], cid: bytes, item: Any) -> None:
+    with _shared_lock:
+        cache[cid] = item
+        if len(cache) > RENDER_CACHE_ENTRIES:
+            cache.popitem(last=False)
+
+
+def _recall(cache: OrderedDict[bytes, Any], cid: bytes) -> Any:
+    with _shared_lock:
+        return cache.get(cid, _MISS)
+
+
+class RenderedValues:
+    """Decodes each resolved value once and renders its JSON text and leaf rows."""
+
+    def __init__(self, resolved: dict[bytes, ResolvedValue]) -> None:
+        self.resolved = resolved
+        self._decoded: dict[bytes, Value | None] = {}
+        self._json: dict[bytes, str | None] = {}
+        self._leaves: dict[bytes, LeafTemplate] = {}
+
+    def _shareable(self, cid: bytes) -> bool:
+        found = self.resolved.get(cid)
+        return found is not None and len(found.body) <= RENDER_CACHE_MAX_BODY
+
+    def value(self, cid: bytes | None) -> Value | None:
+        if cid is None or cid not in self.resolved:
+            return None
+        if cid not in self._decoded:
+            found = self.resolved[cid]
+            decoded: Value | None = None
+            if found.codec == CODEC_VALUE:
+                try:
+                    decoded = decode_value(found.body, file=found.locator or None)
+                except FormatError:
+                    # Kept in values_v1 by CID; a fixed decoder can render it on rebuild.
+                    decoded = None
+            self._decoded[cid] = decoded
+        return self._decoded[cid]
+
+    def json_text(self, cid: bytes | None) -> str | None:
+        if cid is None:
+            return None
+        if cid not in self._json:
+            shared = _recall(_shared_json, cid)
+            if shared is not _MISS:
+                self._json[cid] = shared
+            else:
+                value = self.value(cid)
+                self._json[cid] = value_json.to_json_text(value) if value is not None else None
+                if self._shareable(cid):
+                    _remember(_shared_json, cid, self._json[cid])
+        return self._json[cid]
+
+    def _leaf_template(self, cid: bytes) -> LeafTemplate:
+        """(path, key, string, number, bool) per leaf, computed once per value."""
+        if cid not in self._leaves:
+            shared = _recall(_shared_leaves, cid)
+            if shared is not _MISS:
+                self._leaves[cid] = shared
+        if cid not in self._leaves:
+            value = self.value(cid)
+            out: LeafTemplate = []
+            for leaf in value_json.leaves(value) if value is not None else ():
+                string: str | None = None
+                number: float | None = None
+                flag: bool | None = None
+                if leaf.kind == "bool":
+                    flag = bool(leaf.scalar)
+                elif leaf.kind == "number":
+                    assert isinstance(leaf.scalar, int | float)
+                    number = _as_float(leaf.scalar)
+                elif leaf.kind in ("string", "bytes", "media") and leaf.scalar is not None:
+                    string = str(leaf.scalar)
+                out.append((leaf.path_text, _leaf_key(leaf), string, number, flag))
+            self._leaves[cid] = out
+            if self._shareable(cid):
+                _remember(_shared_leaves, cid, out)
+        return self._leaves[cid]
+
+    def leaf_rows(self, execution_id: str, call_id: str, role: str, cid: bytes) -> list[Row]:
+        template = self._leaf_template(cid)
+        if not template:
+            return []
+        cid_hex = cid.hex()
+        ids = _RowIds("value_leaves_v1", execution_id, call_id, role)
+        return [
+            {
+                "row_id": ids.at(index),
+                "execution_id": execution_id,
+                "call_id": call_id,
+                "cid": cid_hex,
+                "role": role,
+                "path": path,
+                "key": key,
+                "string": string,
+                "number": number,
+                "bool": flag,
+            }
+            for index, (path, key, string, number, flag) in enumerate(template)
+        ]
+
+
+class _RowIds:
+    """``catalog.deterministic_row_id(relation, *prefix, index)`` with the prefix hashed once."""
+
+    def __init__(self, *prefix: str) -> None:
+        self._h = hashlib.sha256()
+        for part in prefix:
+            data = part.encode()
+            self._h.update(len(data).to_bytes(4, "big"))
+            self._h.update(data)
+
+    def at(self, index: int) -> str:
+        h = self._h.copy()
+        data = str(index).encode()
+        h.update(len(data).to_bytes(4, "big"))
+        h.update(data)
+        return h.hexdigest()[:32]
+
+
+def values_rows(resolved: dict[bytes, ResolvedValue]) -> list[Row]:
+    """values_v1 entries for every value this execution resolved (the writer merges on ``cid``)."""
+    return [
+        {
+            "cid": cid.hex(),
+            "codec": v.codec,
+            "size_bytes": len(v.body),
+            "body": v.body,
+            "locator": v.locator or None,
+        }
+        for cid, v in sorted(resolved.items())
+    ]
+
+
+def cid_ref_rows(root_id: str, process_euid: str, cids: Iterable[bytes]) -> list[Row]:
+    """One reference per distinct CID (values and the function table) for erasure reference counts."""
+    return [{"cid": c.hex(), "root_id": root_id, "process_euid": process_euid} for c in sorted(set(cids))]
+
+
+def is_llm_function(kind_detail: str | None) -> bool:
+    # The real table has no LLM marker (kind_detail names a sys-op); only the synthetic
+    # profiler writes "llm" there. Per-call LLM-ness comes from SpanStart selection reasons.
+    return (kind_detail or "").lower() == "llm"
+
+
+def function_definition_rows(
+    table: FunctionTable, program_hex: str, table_cid: bytes
+) -> tuple[list[Row], list[Row]]:
+    """Public function_definitions_v1 rows and their private part (source path and span)."""
+    public: list[Row] = []
+    private: list[Row] = []
+    paths = {f.file_id: f.path for f in table.files}
+    for f in table.functions:
+        row_id = catalog.deterministic_row_id("function_definitions_v1", program_hex, f.function_id)
+        public.append(
+            {
+                "row_id": row_id,
+                "program_id": program_hex,
+                "function_id": f.function_id,
+                "function_name": f.fqn,
+                "is_llm": is_llm_function(f.kind_detail),
+                "table_cid": table_cid.hex(),
+            }
+        )
+        span = f.source_span
+        private.append(
+            {
+                "row_id": row_id,
+                "program_id": program_hex,
+                "source_path": paths.get(span.file_id, f.source_file) if span is not None else f.source_file,
+                "source_span": f"{span.file_id}:{span.start}-{span.end}" if span is not None else None,
+            }
+        )
+    return public, private
+
+
+def source_file_rows(table: FunctionTable, program_hex: str) -> list[Row]:
+    return [
+        {"program_id": program_hex, "file_id": f.file_id, "path": f.path, "text": None} for f in table.files
+    ]
+
+
+def throw_site_text(site: evidence.ThrowSite | None, table: FunctionTable | None) -> str | None:
+    """``<path>:<line>:<start>-<end>`` of an error's throw site (private: it names a source path)."""
+    if site is None:
+        return None
+    path = table.file_path(site.file_id) if table is not None else None
+    where = path if path is not None else f"file#{site.file_id}"
+    return f"{where}:{site.line}:{site.start_offset}-{site.end_offset}"

@@ -1,0 +1,91 @@
+"""The bounded meta walk-back: which meta sequences to read for a RootEnded, and what they held.
+
+Contract step 1: the projector reads meta sequence 1 by key (StreamStarted, the clock
+origin), then walks back from the RootEnded's own meta sequence, by key in descending
+order, until it has the execution's RootStarted and the EngineStarted of its engine. The
+walk reads at most ``max_walk`` meta objects (2,000). A walk that hits a missing or corrupt
+sequence, or exhausts the bound or the stream, before finding both is treated like a
+sequence gap: the execution is ``index_corrupt``. When RootEnded says the RootStarted was
+lost (flag bit 0), only the EngineStarted is needed.
+
+Pure: the caller passes segments (decoded by the I/O layer) lazily, in the order
+:func:`plan_meta_walk` gives, and :func:`find_root_context` stops consuming as soon as it
+has what it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from activities.projection.model import MetaProblem, RootContext
+from formats.ids import ThreadRef
+from formats.meta_segment import EngineStarted, MetaSegment, RootStarted, StreamStarted
+
+MAX_WALK = 2000
+
+REASON_GAP = "meta_gap"  # a sequence in the walk was missing or failed verification
+REASON_BOUND = "walk_bound_exhausted"
+REASON_STREAM_START = "stream_start_reached"  # walked to sequence 1 without the records
+
+
+def plan_meta_walk(root_ended_seq: int, max_walk: int = MAX_WALK) -> tuple[int, ...]:
+    """Meta sequences to read, newest first: the RootEnded's own sequence down to 1, at most ``max_walk``."""
+    if root_ended_seq < 1:
+        raise ValueError(f"meta sequences start at 1, got {root_ended_seq}")
+    if max_walk < 1:
+        raise ValueError(f"max_walk must be >= 1, got {max_walk}")
+    lowest = max(1, root_ended_seq - max_walk + 1)
+    return tuple(range(root_ended_seq, lowest - 1, -1))
+
+
+def find_root_context(
+    segments: Iterable[MetaSegment | MetaProblem],
+    root: ThreadRef,
+    *,
+    need_root_started: bool = True,
+    max_walk: int = MAX_WALK,
+    stream_started: StreamStarted | None = None,
+) -> RootContext:
+    """Scan ``segments`` (newest first, as :func:`plan_meta_walk` orders them) for the root's records.
+
+    Consumes only as many segments as needed. ``stream_started`` is the record from meta
+    sequence 1 when the caller already read it; the walk also picks it up if it reaches 1.
+    """
+    root_started: RootStarted | None = None
+    engine_started: EngineStarted | None = None
+    read: list[int] = []
+    previous: int | None = None
+
+    def done() -> bool:
+        return engine_started is not None and (root_started is not None or not need_root_started)
+
+    def result(complete: bool, reason: str | None) -> RootContext:
+        return RootContext(root_started, engine_started, stream_started, tuple(read), complete, reason)
+
+    for item in segments:
+        if len(read) >= max_walk:
+            return result(False, REASON_BOUND)
+        if previous is not None and item.sequence != previous - 1:
+            # The caller skipped a sequence: the same as a gap in the stream.
+            return result(False, REASON_GAP)
+        previous = item.sequence
+        read.append(item.sequence)
+        if isinstance(item, MetaProblem):
+            return result(False, REASON_GAP)
+        for record in item.records:
+            if isinstance(record, RootStarted):
+                if record.root == root and root_started is None:
+                    root_started = record
+            elif isinstance(record, EngineStarted):
+                # The newest EngineStarted for the engine at or before the root is the one that ran it.
+                if record.engine_id == root.engine_id and engine_started is None:
+                    engine_started = record
+            elif isinstance(record, StreamStarted) and stream_started is None:
+                stream_started = record
+        if done():
+            return result(True, None)
+        if item.sequence == 1:
+            return result(False, REASON_STREAM_START)
+    if done():
+        return result(True, None)
+    return result(False, REASON_BOUND if len(read) >= max_walk else REASON_GAP)

@@ -1,0 +1,60 @@
+"""Lance-side rows: exact-match keys and typed leaves."""
+
+from __future__ import annotations
+
+import math
+
+from projection_builders import ARGS, CHILD_OUTPUT, SECRET_ID, Lookup, execution_input
+
+from activities.projection.assemble import assemble_execution
+from activities.projection.model import ExecutionProjection
+from activities.projection.private_rows import KEY_MAX_VALUE_CHARS, exact_match_key, scalar_json
+from formats import catalog
+
+
+def test_exact_match_key_is_canonical_json() -> None:
+    assert exact_match_key("invoice.id", "INV-1042") == 'invoice.id="INV-1042"'
+    assert exact_match_key("total", 12.0) == exact_match_key("total", 12) == "total=12"
+    assert exact_match_key("total", 12.5) == "total=12.5"
+    assert exact_match_key("ok", True) == "ok=true"
+    assert exact_match_key("x", None) == "x=null"
+    assert exact_match_key("名前", "東京") == '名前="東京"'
+    assert scalar_json(math.nan) == '{"$float": "NaN"}'
+    assert exact_match_key("s", "7") != exact_match_key("s", 7)
+
+
+def test_long_values_are_keyed_by_digest() -> None:
+    key = exact_match_key("text", "x" * (KEY_MAX_VALUE_CHARS + 1))
+    assert key.startswith("text=#sha256:") and len(key) == len("text=#sha256:") + 64
+
+
+def test_leaves_have_typed_columns_and_keys() -> None:
+    p = assemble_execution(execution_input(), Lookup())
+    assert isinstance(p, ExecutionProjection)
+    leaves = p.private["value_leaves_v1"]
+    args = [r for r in leaves if r["role"] == "args" and r["path"].startswith("invoice")]
+    by_path = {r["path"]: r for r in args}
+    assert set(by_path) == {"invoice.id", "invoice.total"}
+    assert (by_path["invoice.id"]["string"], by_path["invoice.id"]["number"]) == (SECRET_ID, None)
+    assert (by_path["invoice.total"]["number"], by_path["invoice.total"]["string"]) == (12.5, None)
+    # Q9: the planner's key finds exactly the leaf.
+    hits = [r for r in leaves if r["key"] == exact_match_key("invoice.id", SECRET_ID)]
+    assert len(hits) == 1 and hits[0]["call_id"] == args[0]["call_id"]
+    listed = {r["path"]: r for r in leaves if r["role"] == "output" and r["path"].startswith("[")}
+    assert listed["[1]"]["number"] == 42.0 and listed["[0]"]["string"] == "line one private"
+    assert len({r["row_id"] for r in leaves}) == len(leaves)
+    assert ARGS and CHILD_OUTPUT
+    (root_private,) = [r for r in p.private["calls_v1"] if r["args"] and SECRET_ID in r["args"]]
+    assert root_private["args"] == '{"invoice":{"id":"INV-1042-secret","total":12.5}}'
+
+
+def test_leaf_row_ids_follow_the_catalog_rule() -> None:
+    p = assemble_execution(execution_input(), Lookup())
+    assert isinstance(p, ExecutionProjection)
+    by_call: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for row in p.private["value_leaves_v1"]:
+        by_call.setdefault((str(row["call_id"]), str(row["role"])), []).append(row)
+    for (call_id, role), rows in by_call.items():
+        for index, row in enumerate(rows):
+            expected = catalog.deterministic_row_id("value_leaves_v1", p.execution_id, call_id, role, index)
+            assert row["row_id"] == expected
