@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from formats.upload_wire import (
 from formats.value_pack import build_pack, pack_flush_ids
 from formats.zstd_frame import compress_object
 from publisher import plan
+from publisher.pipeline import ordered_map
 from publisher.plan import SegmentVerdict
 
 _META_DATA_HIGH_WATER = struct.Struct(">Q")
@@ -144,13 +146,54 @@ def _segment_verdict(
     return SegmentVerdict.OK
 
 
-class Collector:
-    """Builds a :class:`Collected` from the store. Holds the block timers between flushes."""
+@dataclass
+class _Prepared:
+    """One segment file after the worker's pass: read, verified, compressed, hashed."""
 
-    def __init__(self, store: ProfileStore, blocks: plan.PlaneBlocks, *, max_flush_bytes: int) -> None:
+    verdict: SegmentVerdict
+    raw_size: int = 0
+    body: bytes = b""
+    checksum: str = ""
+    data_high_water: int = 0
+    mtime: float | None = None
+
+
+@dataclass
+class _CasRead:
+    file: CasFile
+    raw: bytes = b""
+    reason: str | None = None  # why it cannot ship (bad checksum, malformed, version)
+    codec: int = 0
+    cid: bytes = b""
+    vanished: bool = False
+
+
+def _compress_and_hash(raw: bytes) -> tuple[bytes, str]:
+    body = compress_object(raw)
+    return body, hashlib.sha256(body).hexdigest()
+
+
+class Collector:
+    """Builds a :class:`Collected` from the store. Holds the block timers between flushes.
+
+    Reading, verifying, compressing and hashing run on ``executor`` (a few threads; zstd and
+    hashlib release the GIL) with a bounded look-ahead; decisions are taken in order here.
+    """
+
+    def __init__(
+        self,
+        store: ProfileStore,
+        blocks: plan.PlaneBlocks,
+        *,
+        max_flush_bytes: int,
+        executor: Executor | None = None,
+        window: int = 4,
+    ) -> None:
         self.store = store
         self.blocks = blocks
         self.max_flush_bytes = max_flush_bytes
+        self.executor = executor
+        self.window = window
         self._reported_cas: dict[str, str] = {}  # path name -> reason, so a bad file is counted once
 
     def collect(self, flush_id: str, config: PublisherConfig, *, now: float | None = None) -> Collected:
@@ -159,7 +202,8 @@ class Collector:
         planes: list[PlanePlan] = []
         skips: list[Skip] = []
         more = False
-        for euid in self.store.list_streams():
+        streams = self.store.list_streams()
+        for euid in streams:
             cursor = self.store.read_cursor(euid)
             # Meta high-water first: every data segment a meta file can name is then at or below the
             # data high-water read next (the profiler commits data before the meta that names it).
@@ -173,8 +217,32 @@ class Collector:
                 more = more or pp.truncated
                 planes.append(pp)
         # Values after segments: a value a listed segment references was written before the segment.
-        cas_objects, pending_values, pending_tables = self._collect_cas(flush_id, planes, config, skips)
+        cas_objects, pending_values, pending_tables = self._collect_cas(
+            flush_id, planes, streams, config, skips
+        )
         return Collected(flush_id, planes, cas_objects, skips, pending_values, pending_tables, more)
+
+    def _prepare_segment(
+        self, euid: str, plane: Plane, seq: int, config: PublisherConfig, want_mtime: bool
+    ) -> _Prepared:
+        path = self.store.segment_path(euid, plane, seq)
+        try:
+            raw = path.read_bytes()
+            mtime = path.stat().st_mtime if want_mtime else None
+        except FileNotFoundError:
+            return _Prepared(SegmentVerdict.MISSING)
+        verdict = _segment_verdict(raw, path=path, euid=euid, plane=plane, seq=seq, config=config)
+        if verdict is not SegmentVerdict.OK:
+            return _Prepared(verdict, len(raw), mtime=mtime)
+        body, checksum = _compress_and_hash(raw)
+        if len(body) > config.max_object_bytes:
+            return _Prepared(SegmentVerdict.OVERSIZE, len(raw), mtime=mtime)
+        dhw = (
+            _META_DATA_HIGH_WATER.unpack_from(raw, _META_DATA_HIGH_WATER_OFFSET)[0]
+            if plane is Plane.META
+            else 0
+        )
+        return _Prepared(SegmentVerdict.OK, len(raw), body, checksum, dhw, mtime)
 
     def _collect_plane(
         self,
@@ -189,88 +257,98 @@ class Collector:
         skips: list[Skip],
     ) -> PlanePlan:
         kind: ObjectKind = "meta_segment" if plane is Plane.META else "data_segment"
-        on_disk = set(self.store.list_committed(euid, plane, after=cursor))
         verdicts: list[tuple[int, SegmentVerdict]] = []
         objects: dict[int, ShipObject] = {}
         may_skip: list[int] = []
         oldest: float | None = None
         truncated = False
-        for seq in range(cursor + 1, high + 1):
-            path = self.store.segment_path(euid, plane, seq)
-            if seq not in on_disk:
-                verdict = SegmentVerdict.MISSING
-                raw = b""
-            else:
-                try:
-                    raw = path.read_bytes()
-                    if oldest is None:
-                        oldest = path.stat().st_mtime
-                except FileNotFoundError:
-                    raw = b""
-                    verdict = SegmentVerdict.MISSING
-                else:
-                    verdict = _segment_verdict(raw, path=path, euid=euid, plane=plane, seq=seq, config=config)
-            body = b""
-            if verdict is SegmentVerdict.OK:
-                if budget[0] < len(raw) and objects:
-                    truncated = True  # the rest waits for the next flush, which starts at once
-                    break
-                body = compress_object(raw)
-                if len(body) > config.max_object_bytes:
-                    verdict = SegmentVerdict.OVERSIZE
-            if verdict is not SegmentVerdict.OK:
-                if self.blocks.observe(euid, plane.value, seq, verdict, now):
-                    may_skip.append(seq)
-                    skips.append(Skip(f"{verdict.value}_skipped", f"{kind}:{euid}:{seq}"))
-                else:
-                    skips.append(Skip(f"{verdict.value}_blocking", f"{kind}:{euid}:{seq}"))
+        if high > cursor:
+            on_disk = set(self.store.list_committed(euid, plane, after=cursor))
+            first_on_disk = min(on_disk, default=None)
+
+            def prepare(seq: int) -> _Prepared:
+                if seq not in on_disk:
+                    return _Prepared(SegmentVerdict.MISSING)
+                return self._prepare_segment(euid, plane, seq, config, seq == first_on_disk)
+
+            results = ordered_map(self.executor, prepare, range(cursor + 1, high + 1), self.window)
+            try:
+                for seq, prep in zip(range(cursor + 1, high + 1), results, strict=True):
+                    if prep.mtime is not None:
+                        oldest = prep.mtime
+                    verdict = prep.verdict
+                    if verdict is SegmentVerdict.OK and budget[0] < prep.raw_size and objects:
+                        truncated = True  # the rest waits for the next flush, which starts at once
+                        break
+                    if verdict is not SegmentVerdict.OK:
+                        if self.blocks.observe(euid, plane.value, seq, verdict, now):
+                            may_skip.append(seq)
+                            skips.append(Skip(f"{verdict.value}_skipped", f"{kind}:{euid}:{seq}"))
+                        else:
+                            skips.append(Skip(f"{verdict.value}_blocking", f"{kind}:{euid}:{seq}"))
+                            verdicts.append((seq, verdict))
+                            break
+                        verdicts.append((seq, verdict))
+                        continue
+                    budget[0] -= prep.raw_size
+                    objects[seq] = ShipObject(
+                        kind=kind,
+                        euid=euid,
+                        flush_id=flush_id,
+                        body=prep.body,
+                        original_size=prep.raw_size,
+                        checksum=prep.checksum,
+                        sequence=seq,
+                        data_high_water=prep.data_high_water,
+                    )
                     verdicts.append((seq, verdict))
-                    break
-                verdicts.append((seq, verdict))
-                continue
-            budget[0] -= len(raw)
-            dhw = 0
-            if plane is Plane.META:
-                dhw = _META_DATA_HIGH_WATER.unpack_from(raw, _META_DATA_HIGH_WATER_OFFSET)[0]
-            objects[seq] = ShipObject(
-                kind=kind,
-                euid=euid,
-                flush_id=flush_id,
-                body=body,
-                original_size=len(raw),
-                sequence=seq,
-                data_high_water=dhw,
-            )
-            verdicts.append((seq, verdict))
+            finally:
+                results.close()  # type: ignore[attr-defined]
         selection = plan.select_plane(cursor, verdicts, may_skip)
         if selection.blocked_at is None:
             self.blocks.clear(euid, plane.value)
         ordered = [objects[s] for s in selection.ship]
         return PlanePlan(euid, plane, cursor, high, selection, ordered, dict(verdicts), oldest, truncated)
 
+    def _read_cas(self, f: CasFile, config: PublisherConfig) -> _CasRead:
+        try:
+            raw = f.path.read_bytes()
+        except FileNotFoundError:
+            return _CasRead(f, vanished=True)
+        reason = self._check_cas(raw, f, config)
+        if reason is not None:
+            return _CasRead(f, reason=reason)
+        header = cas.read_cas_header(raw)
+        return _CasRead(f, raw, None, header.codec, header.cid)
+
     def _collect_cas(
-        self, flush_id: str, planes: list[PlanePlan], config: PublisherConfig, skips: list[Skip]
+        self,
+        flush_id: str,
+        planes: list[PlanePlan],
+        streams: list[str],
+        config: PublisherConfig,
+        skips: list[Skip],
     ) -> tuple[list[ShipObject], int, int]:
         pending = self.store.pending_cas()
         small: list[tuple[CasFile, bytes]] = []
-        out: list[ShipObject] = []
+        own: list[tuple[_CasRead, plan.PackPart]] = []  # (file, "value" | "table")
         n_values = n_tables = 0
-        owner = _pack_owner(planes, self.store.list_streams())
-        for f in pending:
-            try:
-                raw = f.path.read_bytes()
-            except FileNotFoundError:
+        owner = _pack_owner(planes, streams)
+        # Reading and checking a CAS file is mostly per-file Python work (most are small values), which a
+        # thread hop would only add to: inline. Large values and tables compress on the pool below.
+        reads = (self._read_cas(f, config) for f in pending)
+        for item in reads:
+            f = item.file
+            if item.vanished:
                 continue
-            reason = self._check_cas(raw, f, config)
-            if reason is not None:
-                if self._reported_cas.get(f.path.name) != reason:
-                    self._reported_cas[f.path.name] = reason
+            if item.reason is not None:
+                if self._reported_cas.get(f.path.name) != item.reason:
+                    self._reported_cas[f.path.name] = item.reason
                     if len(self._reported_cas) > 10_000:  # bounded memory
                         self._reported_cas.pop(next(iter(self._reported_cas)))
-                    skips.append(Skip(reason, f"cas:{f.digest}"))
+                    skips.append(Skip(item.reason, f"cas:{f.digest}"))
                 continue
-            header = cas.read_cas_header(raw)
-            part = plan.classify_cas(header.codec, len(raw), config.large_value_threshold_bytes)
+            part = plan.classify_cas(item.codec, len(item.raw), config.large_value_threshold_bytes)
             if part == "table":
                 n_tables += 1
             else:
@@ -278,11 +356,16 @@ class Collector:
             if owner is None:
                 continue  # no stream yet to carry the request: the values wait
             if part == "pack":
-                small.append((f, raw))
-                continue
-            body = compress_object(raw)
+                small.append((f, item.raw))
+            else:
+                own.append((item, part))
+        out: list[ShipObject] = []
+        if owner is None:
+            return out, n_values, n_tables
+        compressed = ordered_map(self.executor, lambda it: _compress_and_hash(it[0].raw), own, self.window)
+        for (item, part), (body, checksum) in zip(own, compressed, strict=True):
             if len(body) > config.max_object_bytes:
-                skips.append(Skip("oversize", f"cas:{f.digest}"))
+                skips.append(Skip("oversize", f"cas:{item.file.digest}"))
                 continue
             out.append(
                 ShipObject(
@@ -290,13 +373,14 @@ class Collector:
                     euid=owner,
                     flush_id=flush_id,
                     body=body,
-                    original_size=len(raw),
-                    cid=cas.cid_to_string(header.cid),
-                    codec=header.codec,
-                    cas_paths=(f.path,),
+                    original_size=len(item.raw),
+                    checksum=checksum,
+                    cid=cas.cid_to_string(item.cid),
+                    codec=item.codec,
+                    cas_paths=(item.file.path,),
                 )
             )
-        if small and owner is not None:
+        if small:
             out.extend(self._packs(flush_id, owner, small, config, skips))
         return out, n_values, n_tables
 
@@ -324,11 +408,18 @@ class Collector:
     ) -> list[ShipObject]:
         groups = plan.split_packs([len(raw) for _, raw in small], config.pack_max_entry_bytes)
         ids = pack_flush_ids(flush_id, len(groups))
+
+        def build(job: tuple[str, range]) -> tuple[int, bytes, str]:
+            pack_id, group = job
+            raw = build_pack([small[i][1] for i in group], flush_id=pack_id, process_euid=owner)
+            body, checksum = _compress_and_hash(raw)
+            return len(raw), body, checksum
+
+        jobs = list(zip(ids, groups, strict=True))
         out: list[ShipObject] = []
-        for pack_id, group in zip(ids, groups, strict=True):
-            files = [small[i] for i in group]
-            raw = build_pack([r for _, r in files], flush_id=pack_id, process_euid=owner)
-            body = compress_object(raw)
+        for (pack_id, group), (raw_size, body, checksum) in zip(
+            jobs, ordered_map(self.executor, build, jobs, self.window), strict=True
+        ):
             if len(body) > config.max_object_bytes:
                 skips.append(Skip("oversize", f"value_pack:{owner}:{pack_id}"))
                 continue
@@ -338,9 +429,10 @@ class Collector:
                     euid=owner,
                     flush_id=pack_id,
                     body=body,
-                    original_size=len(raw),
-                    entry_count=len(files),
-                    cas_paths=tuple(f.path for f, _ in files),
+                    original_size=raw_size,
+                    checksum=checksum,
+                    entry_count=len(group),
+                    cas_paths=tuple(small[i][0].path for i in group),
                 )
             )
         return out

@@ -19,10 +19,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import ulid
 
@@ -30,7 +33,7 @@ from formats.profile_store import Plane, ProfileStore
 from formats.profile_store.errors import StoreError
 from formats.upload_wire import AuthorizedObject, AuthorizeRequest, PublisherConfig
 from publisher import plan
-from publisher.collect import Collected, Collector, ShipObject
+from publisher.collect import Collected, Collector, PlanePlan, ShipObject
 from publisher.metrics import PublisherMetrics
 from publisher.settings import PublisherSettings
 from publisher.transport import (
@@ -48,6 +51,47 @@ log = logging.getLogger("baml.publisher")
 
 # A PUT that would start this close to ``expires_at`` gets a fresh URL first.
 _EXPIRY_MARGIN = dt.timedelta(seconds=5)
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+class _Pools:
+    """The flush's worker threads, started on first use and idle (no CPU) between flushes.
+
+    ``cpu``: a few threads compressing and hashing (zstd and hashlib release the GIL).
+    ``io``: presigned PUTs and authorize calls side by side over one pooled HTTP client.
+    ``close`` ends them; a later flush (``run_once`` after ``close``) starts new ones.
+    """
+
+    def __init__(self, cpu_workers: int, io_workers: int) -> None:
+        self._cpu_workers = cpu_workers
+        self._io_workers = io_workers
+        self._cpu: ThreadPoolExecutor | None = None
+        self._io: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def cpu(self) -> ThreadPoolExecutor | None:
+        if self._cpu_workers <= 1:
+            return None
+        with self._lock:
+            if self._cpu is None:
+                self._cpu = ThreadPoolExecutor(self._cpu_workers, thread_name_prefix="baml-publisher-cpu")
+            return self._cpu
+
+    def io(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._io is None:
+                self._io = ThreadPoolExecutor(self._io_workers, thread_name_prefix="baml-publisher-put")
+            return self._io
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._cpu, self._io = (self._cpu, self._io), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
 
 class ShippingStopped(Exception):
@@ -103,9 +147,23 @@ class Flusher:
         self.metrics = metrics
         self.hooks = hooks or FlushHooks()
         self.blocks = plan.PlaneBlocks(settings.checksum_block_seconds)
-        self.collector = Collector(store, self.blocks, max_flush_bytes=settings.max_flush_bytes)
+        self._pools = _Pools(settings.compress_workers, settings.upload_concurrency)
+        self.collector = Collector(
+            store,
+            self.blocks,
+            max_flush_bytes=settings.max_flush_bytes,
+            window=2 * max(1, settings.compress_workers),
+        )
         self._sleep = sleep
         self._rng = random.Random()
+        self._report_lock = threading.Lock()  # PUT workers update the flush report
+
+    def close(self) -> None:
+        self._pools.close()
+
+    def after_fork(self) -> None:
+        """A forked child has no pool threads: start fresh ones on demand."""
+        self._pools = _Pools(self.settings.compress_workers, self.settings.upload_concurrency)
 
     # ----------------------------------------------------------------------------- entry point
 
@@ -115,6 +173,7 @@ class Flusher:
         flush_id = str(ulid.ULID())
         report = FlushReport(flush_id)
         try:
+            self.collector.executor = self._pools.cpu()
             collected = self.collector.collect(flush_id, config)
             report.more = collected.more
             for skip in collected.skips:
@@ -134,62 +193,88 @@ class Flusher:
     # ----------------------------------------------------------------------------- shipping
 
     def _ship(self, c: Collected, config: PublisherConfig, deadline: float, report: FlushReport) -> None:
+        """PUT in waves: tables, large values and packs together; then every stream's data segments
+        together; then each stream's meta segments in ascending order (streams side by side).
+
+        Within a data plane PUTs overlap, so a later sequence may land before an earlier one that
+        failed; the cursor still only covers the unbroken run of successes (the gateway answers
+        ``stored`` for the rest next time). A meta waits until the data it names is under the
+        cursor, so no meta notification fires before its data (checklist item 12).
+        """
         all_objects = [*c.cas_objects, *(o for pp in c.planes for o in pp.objects)]
         auth = self._authorize_all(all_objects, config, deadline)
 
         done: set[int] = set()  # id(obj) of objects in the bucket (or a reported conflict)
-        cas_ok = True
-        for obj in sorted(
-            c.cas_objects, key=lambda o: plan.upload_sort_key(o.kind, None, o.cid or o.flush_id)
-        ):
-            if self._deliver(obj, auth.get(id(obj)), deadline, report):
-                done.add(id(obj))
-            else:
-                cas_ok = False
+        cas = sorted(c.cas_objects, key=lambda o: plan.upload_sort_key(o.kind, None, o.cid or o.flush_id))
+        cas_results = self._deliver_all(cas, auth, deadline, report)
+        done.update(id(o) for o, ok in zip(cas, cas_results, strict=True) if ok)
+        cas_ok = all(cas_results)
 
         new_cursor: dict[tuple[str, Plane], int] = {}
         data_planes = [pp for pp in c.planes if pp.plane is Plane.DATA]
         meta_planes = [pp for pp in c.planes if pp.plane is Plane.META]
+        # A failed table, value or pack stops the segment phase: a meta must not land before it.
+        data_objects = [o for pp in data_planes for o in pp.objects] if cas_ok else []
+        data_results = self._deliver_all(data_objects, auth, deadline, report)
+        done.update(id(o) for o, ok in zip(data_objects, data_results, strict=True) if ok)
         for pp in data_planes:
-            new_cursor[(pp.euid, pp.plane)] = self._ship_plane(pp, auth, deadline, report, done, cas_ok, None)
-        for pp in meta_planes:
+            finished = set(pp.selection.skipped)
+            finished.update(o.sequence for o in pp.objects if id(o) in done and o.sequence is not None)
+            candidates = sorted([*pp.selection.ship, *pp.selection.skipped])
+            new_cursor[(pp.euid, pp.plane)] = plan.advance_cursor(pp.cursor, candidates, finished)
+
+        def meta_wave(pp: PlanePlan) -> int:
             data_cursor = new_cursor.get((pp.euid, Plane.DATA), pp.cursor)
-            new_cursor[(pp.euid, pp.plane)] = self._ship_plane(
-                pp, auth, deadline, report, done, cas_ok, data_cursor
-            )
+            return self._ship_meta_plane(pp, auth, deadline, report, done, cas_ok, data_cursor)
+
+        for pp, through in zip(meta_planes, self._map_io(meta_wave, meta_planes), strict=True):
+            new_cursor[(pp.euid, pp.plane)] = through
 
         if self.hooks.before_cursor is not None:
             self.hooks.before_cursor()
         self._finalize(c, new_cursor, done, report)
 
-    def _ship_plane(
+    def _map_io(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
+        """``fn`` over ``items`` on the PUT pool (inline for one item); exceptions propagate."""
+        if len(items) <= 1 or self.settings.upload_concurrency <= 1:
+            return [fn(item) for item in items]
+        futures = [self._pools.io().submit(fn, item) for item in items]
+        try:
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:
+                f.cancel()
+
+    def _deliver_all(
         self,
-        pp: object,
+        objects: list[ShipObject],
+        auth: dict[int, AuthorizedObject],
+        deadline: float,
+        report: FlushReport,
+    ) -> list[bool]:
+        return self._map_io(lambda o: self._deliver(o, auth.get(id(o)), deadline, report), objects)
+
+    def _ship_meta_plane(
+        self,
+        pp: PlanePlan,
         auth: dict[int, AuthorizedObject],
         deadline: float,
         report: FlushReport,
         done: set[int],
         cas_ok: bool,
-        data_cursor: int | None,
+        data_cursor: int,
     ) -> int:
-        from publisher.collect import PlanePlan
-
-        assert isinstance(pp, PlanePlan)
         finished: set[int] = set(pp.selection.skipped)
         if cas_ok:
-            by_seq = {o.sequence: o for o in pp.objects}
-            candidates = sorted([*pp.selection.ship, *pp.selection.skipped])
-            for seq in candidates:
-                if seq in pp.selection.skipped:
-                    continue
-                obj = by_seq[seq]
-                if data_cursor is not None and not plan.meta_may_ship(obj.data_high_water, data_cursor):
+            for obj in pp.objects:  # ascending: each meta notification follows the previous one
+                if not plan.meta_may_ship(obj.data_high_water, data_cursor):
                     self.metrics.count("skipped", "meta_waits_for_data")
                     break
                 if not self._deliver(obj, auth.get(id(obj)), deadline, report):
                     break  # never advance, nor PUT later sequences, past a failed one
                 done.add(id(obj))
-                finished.add(seq)
+                assert obj.sequence is not None
+                finished.add(obj.sequence)
         candidates = sorted([*pp.selection.ship, *pp.selection.skipped])
         return plan.advance_cursor(pp.cursor, candidates, finished)
 
@@ -206,20 +291,24 @@ class Flusher:
                 log.info("publisher cursor %s meta=%d data=%d (flush %s)", euid, meta, data, c.flush_id)
             for plane, through in ((Plane.META, meta), (Plane.DATA, data)):
                 self.blocks.clear(euid, plane.value, below_or_at=through)
-        for obj in c.cas_objects:
-            if id(obj) not in done:
-                continue
-            for path in obj.cas_paths:
-                try:
-                    self.store.mark_shipped(path)
-                except StoreError:
-                    self.metrics.count("errors", "mark_shipped")  # the file vanished: it re-ships if reused
+        # Each marker is a synced file write (two fsyncs): done side by side, they overlap on the disk.
+        paths = [path for obj in c.cas_objects if id(obj) in done for path in obj.cas_paths]
+        for ok in self._map_io(self._mark_shipped, paths):
+            if not ok:
+                self.metrics.count("errors", "mark_shipped")  # the file vanished: it re-ships if reused
         for euid, (meta, data) in report.cursors.items():
             for plane, through in ((Plane.DATA, data), (Plane.META, meta)):
                 if through:
                     freed = self.store.release_segments(euid, plane, through)
                     if freed:
                         self.metrics.count("bytes_freed", "release", freed)
+
+    def _mark_shipped(self, path: Path) -> bool:
+        try:
+            self.store.mark_shipped(path)
+        except StoreError:
+            return False
+        return True
 
     def _retention(self, config: PublisherConfig) -> None:
         freed = self.store.expire_shipped_values(time.time(), config.shipped_value_retention_seconds)
@@ -239,17 +328,24 @@ class Flusher:
         groups: dict[tuple[str, str], list[ShipObject]] = {}
         for obj in objects:
             groups.setdefault((obj.euid, obj.flush_id), []).append(obj)
+        batches = [
+            (euid, flush_id, [items[i] for i in idx])
+            for (euid, flush_id), items in groups.items()
+            for idx in plan.chunk(list(range(len(items))), config.max_objects_per_authorize)
+        ]
+
+        def call(batch: tuple[str, str, list[ShipObject]]) -> list[AuthorizedObject | None]:
+            euid, flush_id, objs = batch
+            try:
+                return self._authorize(euid, flush_id, objs, deadline)
+            except (GatewayRejected, GatewayRetryable, _ObjectFailed):
+                return [None] * len(objs)  # those objects fail this flush and are retried by the next
+
         out: dict[int, AuthorizedObject] = {}
-        for (euid, flush_id), items in groups.items():
-            for idx in plan.chunk(list(range(len(items))), config.max_objects_per_authorize):
-                batch = [items[i] for i in idx]
-                try:
-                    answers = self._authorize(euid, flush_id, batch, deadline)
-                except (GatewayRejected, GatewayRetryable, _ObjectFailed):
-                    continue  # those objects fail this flush and are retried by the next
-                for obj, answer in zip(batch, answers, strict=True):
-                    if answer is not None:
-                        out[id(obj)] = answer
+        for (_, _, objs), answers in zip(batches, self._map_io(call, batches), strict=True):
+            for obj, answer in zip(objs, answers, strict=True):
+                if answer is not None:
+                    out[id(obj)] = answer
         return out
 
     def _authorize(
@@ -329,9 +425,11 @@ class Flusher:
                 obj.flush_id,
             )
         elif outcome == "stored":
-            report.stored += 1
+            with self._report_lock:
+                report.stored += 1
         else:
-            report.shipped += 1
+            with self._report_lock:
+                report.shipped += 1
             self.metrics.shipped(obj.kind, obj.size, obj.original_size)
         log.info("publisher %s %s in %.1f ms (flush %s)", outcome, obj.label(), ms, obj.flush_id)
         return True

@@ -50,11 +50,13 @@ class Publisher:
             self.settings.token.get_secret_value(),
             connect_timeout=self.settings.connect_timeout_seconds,
             read_timeout=self.settings.gateway_timeout_seconds,
+            max_connections=self.settings.upload_concurrency,
         )
         self._putter = S3Putter(
             connect_timeout=self.settings.connect_timeout_seconds,
             min_body_timeout=self.settings.min_body_timeout_seconds,
             bytes_per_second=self.settings.body_bytes_per_second,
+            max_connections=self.settings.upload_concurrency,
         )
         self._flusher = Flusher(
             self.store, self._gateway, self._putter, self.settings, self.metrics, hooks=hooks
@@ -91,6 +93,15 @@ class Publisher:
     def stats(self) -> dict[str, Any]:
         """Counters and gauges (guide, "Observability"), plus the thread's state."""
         return self.metrics.snapshot()
+
+    def set_token(self, token: str) -> None:
+        """Use a new publisher token (after a rotation or a revocation). A publisher stopped by 401/403
+        reloads its config with it at its next poll and resumes shipping."""
+        self._gateway.set_token(token)
+        with self._cond:
+            if self._stopped_reason == "unauthorized":
+                self._config_loaded_at = None  # poll at once
+            self._cond.notify_all()
 
     def start(self) -> Publisher:
         with self._cond:
@@ -316,6 +327,7 @@ class Publisher:
                 self.metrics.count("errors", "lock_release")
 
     def _close_clients(self) -> None:
+        self._flusher.close()
         self._gateway.close()
         self._putter.close()
 
@@ -325,3 +337,4 @@ class Publisher:
         self._lease = None
         self._cond = threading.Condition()
         self._flush_requested = self._flushes_done = 0
+        self._flusher.after_fork()

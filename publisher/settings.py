@@ -44,6 +44,12 @@ class PublisherSettings(BaseSettings):
     max_attempts_per_object: int = Field(6, ge=1, description="PUT attempts per object within one flush.")
     flush_deadline_seconds: float = Field(120.0, gt=0, description="Retries of one flush stop at this age.")
     pressure_check_seconds: float = Field(1.0, gt=0, description="How often the thread checks for work.")
+    upload_concurrency: int = Field(
+        8, ge=1, le=64, description="PUTs and authorize calls in flight at once (one pooled HTTP client)."
+    )
+    compress_workers: int = Field(
+        2, ge=1, le=32, description="Threads compressing and hashing files (1 = in the publisher thread)."
+    )
     max_flush_bytes: int = Field(
         512 * 1024 * 1024, gt=0, description="Raw bytes one flush collects at most (bounded memory)."
     )

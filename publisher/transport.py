@@ -90,13 +90,21 @@ class GatewayClient:
     """The two publisher endpoints over one pooled httpx client."""
 
     def __init__(
-        self, base_url: str, token: str, *, connect_timeout: float = 5.0, read_timeout: float = 30.0
+        self,
+        base_url: str,
+        token: str,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        max_connections: int = 8,
     ) -> None:
         self._base = base_url.rstrip("/")
         self._token = token
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._http = httpx.Client(
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
             follow_redirects=False,
+            limits=limits,
         )
 
     def set_token(self, token: str) -> None:
@@ -159,12 +167,19 @@ class S3Putter:
     """Presigned create-only PUTs, sending exactly the headers the gateway required."""
 
     def __init__(
-        self, *, connect_timeout: float = 5.0, min_body_timeout: float = 30.0, bytes_per_second: int = 1 << 20
+        self,
+        *,
+        connect_timeout: float = 5.0,
+        min_body_timeout: float = 30.0,
+        bytes_per_second: int = 1 << 20,
+        max_connections: int = 8,
     ):
         self._connect = connect_timeout
         self._min_body = min_body_timeout
         self._rate = bytes_per_second
-        self._http = httpx.Client(follow_redirects=False)
+        # One client for every PUT: kept-alive connections, as many as PUTs run side by side.
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._http = httpx.Client(follow_redirects=False, limits=limits)
 
     def body_timeout(self, size: int) -> float:
         """The guide's PUT timeout: 1 MiB per second of body, at least 30 seconds."""
