@@ -1,9 +1,12 @@
 """``python -m worker.temporal_worker``: the Temporal worker process.
 
-It connects to Temporal and polls the task queue. Today it registers only the ``HealthCheck``
-workflow and activity (used by ``baml-studio stack status`` to prove the worker answers);
-projection, ingestion, erasure and query-job workflows register here as later issues add them.
-While polling it rewrites the heartbeat file (if configured) every few seconds.
+It connects to Temporal and polls the task queue. It registers the ``HealthCheck`` workflow and
+activity (used by ``baml-studio stack status`` to prove the worker answers) and, when a
+deployment identity is configured (``BAML_STUDIO_PROJECTION_*`` or the stack's ``stack.json``),
+the projection workflows and activities (docs/projection-runtime.md), whose synchronous
+activities run on a thread pool. At start it creates or updates, idempotently, one Sweep and one
+IndexAndCompact Temporal Schedule per covered environment. While polling it rewrites the
+heartbeat file (if configured) every few seconds.
 """
 
 from __future__ import annotations
@@ -14,13 +17,34 @@ import logging
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
 from temporalio.worker import Worker
 
+from activities import contracts as c
+from activities.erasure import ErasureActivities
+from activities.runtime import Identity, build_projection_activities
+from activities.settings import ProjectionSettings, get_projection_settings
 from worker.settings import TemporalWorkerSettings, get_worker_settings
 from worker.stack.health_workflow import HealthCheckWorkflow, health_check_activity
+from workflows import ids
+from workflows.erasure import ErasureWorkflow
+from workflows.maintenance import WORKFLOWS, IndexAndCompactWorkflow, SweepWorkflow
 
 log = logging.getLogger("baml_studio.temporal_worker")
 
@@ -37,18 +61,137 @@ async def _heartbeat(path: Path, interval_s: float, task_queue: str) -> None:
         await asyncio.sleep(interval_s)
 
 
-async def run_worker(settings: TemporalWorkerSettings) -> None:
+def resolve_identity(settings: ProjectionSettings) -> Identity | None:
+    from worker.stack.state import load_stack_state
+
+    state = None
+    if not (settings.deployment_id and settings.cell and settings.tenant_id):
+        try:
+            state = load_stack_state()
+        except Exception:  # an unreadable state file is the same as none
+            state = None
+    dep = settings.deployment_id or (state.deployment_id if state else None)
+    cell = settings.cell or (state.cell if state else None)
+    tenant = settings.tenant_id or (state.tenant_id if state else None)
+    if not (dep and cell and tenant):
+        return None
+    envs = [(settings.project_ids.get(e, ""), e) for e in settings.environment_ids]
+    if not envs and state is not None and state.project_id and state.environment_id:
+        envs = [(state.project_id, state.environment_id)]
+    return Identity(
+        dep,
+        cell,
+        tenant,
+        tuple(e for e in envs if e[0]),
+        settings.queue_url or (state.queue_url if state else None),
+        settings.boundary_control_url or (state.boundary_control_url if state else None),
+        settings.operator_token or (state.operator_token if state else None),
+    )
+
+
+def _schedule(action: ScheduleActionStartWorkflow, every_s: float) -> Schedule:
+    return Schedule(
+        action=action,
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=every_s))]),
+        # A tick that finds the previous run still going is skipped, never queued.
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+
+
+async def ensure_schedule(client: Client, schedule_id: str, schedule: Schedule) -> None:
+    """Create the schedule, or bring an existing one to this definition (idempotent)."""
+    try:
+        await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+
+        def replace(_: ScheduleUpdateInput) -> ScheduleUpdate:
+            return ScheduleUpdate(schedule=schedule)
+
+        await client.get_schedule_handle(schedule_id).update(replace)
+
+
+async def ensure_schedules(
+    client: Client, task_queue: str, identity: Identity, ps: ProjectionSettings
+) -> list[str]:
+    created: list[str] = []
+    for project_id, environment_id in identity.environments:
+        scope = c.ScopeRef(identity.tenant_id, project_id, environment_id)
+        sweep_id = ids.sweep_schedule_id(identity.tenant_id, project_id, environment_id)
+        await ensure_schedule(
+            client,
+            sweep_id,
+            _schedule(
+                ScheduleActionStartWorkflow(
+                    SweepWorkflow.run, c.SweepInput(scope), id=sweep_id, task_queue=task_queue
+                ),
+                ps.sweep_interval_s,
+            ),
+        )
+        index_id = ids.index_schedule_id(identity.tenant_id, project_id, environment_id)
+        await ensure_schedule(
+            client,
+            index_id,
+            _schedule(
+                ScheduleActionStartWorkflow(
+                    IndexAndCompactWorkflow.run, c.IndexInput(scope), id=index_id, task_queue=task_queue
+                ),
+                ps.index_interval_s,
+            ),
+        )
+        created += [sweep_id, index_id]
+    return created
+
+
+def build_worker(
+    client: Client,
+    task_queue: str,
+    projection_activities: list[Any],
+    *,
+    max_threads: int = 8,
+) -> Worker:
+    """The worker with HealthCheck plus, when given, the projection workflows and activities."""
+    workflows: list[Any] = [HealthCheckWorkflow]
+    activities: list[Any] = [health_check_activity]
+    executor = None
+    if projection_activities:
+        workflows += [*WORKFLOWS, ErasureWorkflow]
+        activities += projection_activities
+        executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="activity")
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=workflows,
+        activities=activities,
+        activity_executor=executor,
+        max_concurrent_activities=max_threads if executor else None,
+    )
+
+
+async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | None = None) -> None:
+    ps = ps or get_projection_settings()
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    worker = Worker(
-        client,
-        task_queue=settings.task_queue,
-        workflows=[HealthCheckWorkflow],
-        activities=[health_check_activity],
-    )
+    identity = resolve_identity(ps)
+    projection: list[Any] = []
+    built = build_projection_activities(settings, ps, identity) if identity is not None else None
+    if identity is None:
+        log.warning("no deployment identity (settings or stack.json): projection workflows not registered")
+    if built is not None and identity is not None:
+        acts, switch = built
+        projection = [*acts.activities(), switch.switch_generation]
+        # Erasures share the projection's clients (docs/erasure.md).
+        projection += ErasureActivities(
+            s3=acts.s3,
+            bucket=acts.bucket,
+            boundary=acts.sink.client,  # type: ignore[attr-defined]
+            lance=acts.lance,
+        ).activities()
+        names = await ensure_schedules(client, settings.task_queue, identity, ps)
+        log.info("schedules ensured: %d", len(names))
+    worker = build_worker(client, settings.task_queue, projection)
     log.info("polling task queue %s on %s", settings.task_queue, settings.temporal_address)
     async with worker:
         beat = (

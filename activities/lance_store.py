@@ -1,0 +1,353 @@
+"""Lance datasets of one deployment's scopes: writes through merge_insert only, readers of the latest version.
+
+Every dataset lives at ``derived/v1/<scope>/<dataset>.lance`` in the evidence bucket
+(:func:`formats.object_keys.lance_dataset_uri`), or under a local directory when the store is
+built with ``root`` (tests of pure I/O, benchmarks without S3).
+
+Rules from PLATFORM.md section 3, which this module is the one place to follow:
+
+* writes are ``merge_insert`` keyed on deterministic ids (never append/overwrite, which can
+  duplicate a key racing a merge), and each batch is de-duplicated on its key first, because
+  duplicate *new* keys inside one source batch are inserted twice;
+* key columns carry Lance's unenforced-primary-key metadata, without which two concurrent
+  merge_inserts of the same *new* key both commit (a duplicate);
+* a commit conflict is retried by Lance against the newest version (``conflict_retries``),
+  which rebases the transaction without rewriting the written fragments; an ``OSError`` that
+  still says "retry" re-opens the newest version and tries again;
+* datasets are re-opened per operation, so a reader always sees the newest committed version;
+* datasets are created with stable row ids, so positions survive compaction (Query floors 3).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from activities.projection.batches import private_schema
+from formats import catalog
+from formats.object_keys import Scope, lance_dataset_key, lance_dataset_uri
+
+log = logging.getLogger("baml_studio.lance_store")
+
+LEDGER = "projected_executions"
+LEDGER_SCHEMA = pa.schema(
+    [
+        pa.field("row_id", pa.string(), nullable=False),
+        pa.field("root_id", pa.string(), nullable=False),
+        pa.field("generation", pa.int64(), nullable=False),
+        pa.field("process_euid", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("index_state", pa.string(), nullable=False),
+        pa.field("value_state", pa.string(), nullable=False),
+        pa.field("meta_key", pa.string(), nullable=True),
+        pa.field("lance_state", pa.string(), nullable=False),
+        pa.field("committed_at_ns", pa.int64(), nullable=False),
+    ],
+    metadata={"baml.dataset": LEDGER},
+)
+
+Merge = Literal["upsert", "insert_only"]
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSpec:
+    """How one dataset is keyed and merged, and which indexes the index job builds."""
+
+    name: str
+    keys: tuple[str, ...]
+    merge: Merge
+    btree: tuple[str, ...] = ()
+    bitmap: tuple[str, ...] = ()
+    ngram: tuple[str, ...] = ()
+
+
+# Lance datasets the projector writes, in commit order: the ledger is last, so a ledger row
+# means every other dataset already holds the execution's rows.
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in (
+        DatasetSpec("values_v1", ("cid",), "insert_only", btree=("cid",)),
+        DatasetSpec(
+            "value_leaves_v1",
+            ("row_id",),
+            "upsert",
+            btree=("row_id", "execution_id", "call_id", "key"),
+            bitmap=("role", "path"),
+            ngram=("string",),
+        ),
+        DatasetSpec("calls_v1", ("row_id",), "upsert", btree=("row_id", "execution_id", "call_id")),
+        DatasetSpec("errors_v1", ("row_id",), "upsert", btree=("row_id", "execution_id")),
+        DatasetSpec(
+            "function_definitions_v1", ("row_id",), "upsert", btree=("row_id",), bitmap=("program_id",)
+        ),
+        DatasetSpec("source_files_v1", ("program_id", "file_id"), "upsert", bitmap=("program_id",)),
+        DatasetSpec("cid_refs_v1", ("cid", "root_id"), "insert_only", btree=("cid", "root_id")),
+        DatasetSpec(LEDGER, ("row_id",), "upsert", btree=("row_id", "root_id"), bitmap=("generation",)),
+    )
+}
+
+
+class UnknownDataset(KeyError):
+    """A dataset name outside :data:`DATASETS`."""
+
+
+# Lance detects two concurrent merge_inserts adding the same new key only when the key columns
+# are declared as the (unenforced) primary key; without it both inserts commit (measured here
+# with pylance 14: 6 writers of overlapping new keys left 180 rows for 80 keys; with it, 80).
+PRIMARY_KEY_META = {b"lance-schema:unenforced-primary-key": b"true"}
+
+
+def dataset_schema(name: str) -> pa.Schema:
+    """The dataset's Arrow schema, its key columns marked as Lance's unenforced primary key."""
+    if name not in DATASETS:
+        raise UnknownDataset(name)
+    base = LEDGER_SCHEMA if name == LEDGER else private_schema(name)
+    keys = DATASETS[name].keys
+    fields = [f.with_nullable(False).with_metadata(PRIMARY_KEY_META) if f.name in keys else f for f in base]
+    return pa.schema(fields, metadata=base.metadata)
+
+
+def ledger_row_id(generation: int, root_id: str) -> str:
+    return catalog.deterministic_row_id(LEDGER, root_id, generation)
+
+
+def dedupe(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """Keep the last row of each key (merge_insert inserts duplicate new keys twice)."""
+    if table.num_rows < 2:
+        return table
+    indexed = table.append_column("__pos", pa.array(range(table.num_rows), pa.int64()))
+    last = indexed.group_by(list(keys), use_threads=False).aggregate([("__pos", "max")])
+    if last.num_rows == table.num_rows:
+        return table
+    keep = pc.sort_indices(last["__pos_max"])
+    return table.take(pc.take(last["__pos_max"], keep))
+
+
+def _is_retryable_conflict(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, OSError) and ("retry" in text or "conflict" in text)
+
+
+def _is_missing(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "not found" in text or "does not exist" in text or "no such" in text
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    dataset: str
+    inserted: int
+    updated: int
+    version: int
+
+
+class LanceStore:
+    """Datasets of every scope under one bucket (or local root). Thread-safe; holds no open datasets."""
+
+    def __init__(
+        self,
+        *,
+        bucket: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        root: Path | None = None,
+        conflict_retries: int = 20,
+        outer_retries: int = 5,
+    ) -> None:
+        if (bucket is None) == (root is None):
+            raise ValueError("give exactly one of bucket (S3) or root (local directory)")
+        self.bucket = bucket
+        self.root = root
+        self.storage_options = dict(storage_options or {})
+        self.conflict_retries = conflict_retries
+        self.outer_retries = outer_retries
+        self._create_lock = threading.Lock()
+
+    @classmethod
+    def for_s3(
+        cls,
+        bucket: str,
+        *,
+        endpoint_url: str | None,
+        region: str,
+        access_key_id: str,
+        secret_access_key: str,
+    ) -> LanceStore:
+        options = {
+            "aws_region": region,
+            "aws_access_key_id": access_key_id,
+            "aws_secret_access_key": secret_access_key,
+        }
+        if endpoint_url:
+            options["aws_endpoint"] = endpoint_url
+            if endpoint_url.startswith("http://"):
+                options["allow_http"] = "true"
+        return cls(bucket=bucket, storage_options=options)
+
+    def uri(self, scope: Scope, dataset: str) -> str:
+        if dataset not in DATASETS:
+            raise UnknownDataset(dataset)
+        if self.root is not None:
+            return str(self.root / lance_dataset_key(scope, dataset))
+        assert self.bucket is not None
+        return lance_dataset_uri(self.bucket, scope, dataset)
+
+    def _options(self) -> dict[str, str] | None:
+        return self.storage_options or None
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def open(self, scope: Scope, dataset: str, version: int | None = None) -> lance.LanceDataset | None:
+        """The newest committed version (or ``version``), or None when the dataset does not exist yet."""
+        try:
+            return lance.dataset(self.uri(scope, dataset), version=version, storage_options=self._options())
+        except (ValueError, OSError, FileNotFoundError) as exc:
+            if _is_missing(exc):
+                return None
+            raise
+
+    def read(
+        self, scope: Scope, dataset: str, *, columns: list[str] | None = None, filter: str | None = None
+    ) -> pa.Table:
+        ds = self.open(scope, dataset)
+        if ds is None:
+            return dataset_schema(dataset).empty_table().select(columns or dataset_schema(dataset).names)
+        return ds.to_table(columns=columns, filter=filter)
+
+    def count(self, scope: Scope, dataset: str, filter: str | None = None) -> int:
+        ds = self.open(scope, dataset)
+        return 0 if ds is None else int(ds.count_rows(filter=filter))
+
+    def lookup_values(self, scope: Scope, cids_hex: list[str]) -> dict[str, tuple[int, bytes, str | None]]:
+        """values_v1 rows for these CIDs: cid -> (codec, body, locator)."""
+        if not cids_hex:
+            return {}
+        ds = self.open(scope, "values_v1")
+        if ds is None:
+            return {}
+        out: dict[str, tuple[int, bytes, str | None]] = {}
+        for start in range(0, len(cids_hex), 500):
+            chunk = cids_hex[start : start + 500]
+            quoted = ", ".join(f"'{c}'" for c in chunk if c.isalnum())  # CIDs are 64 lowercase hex
+            table = ds.to_table(columns=["cid", "codec", "body", "locator"], filter=f"cid IN ({quoted})")
+            for cid, codec, body, locator in zip(
+                table["cid"].to_pylist(),
+                table["codec"].to_pylist(),
+                table["body"].to_pylist(),
+                table["locator"].to_pylist(),
+                strict=True,
+            ):
+                out[cid] = (int(codec), bytes(body), locator)
+        return out
+
+    def ledger_roots(self, scope: Scope, generation: int) -> set[str]:
+        ds = self.open(scope, LEDGER)
+        if ds is None:
+            return set()
+        table = ds.to_table(columns=["root_id"], filter=f"generation = {int(generation)}")
+        return set(table["root_id"].to_pylist())
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def _create(self, scope: Scope, dataset: str, schema: pa.Schema) -> None:
+        # Creating is the one non-merge write: an empty dataset, so a racing creator loses
+        # nothing; whoever loses the race simply opens the winner's dataset.
+        with self._create_lock:
+            if self.open(scope, dataset) is not None:
+                return
+            try:
+                lance.write_dataset(
+                    schema.empty_table(),
+                    self.uri(scope, dataset),
+                    mode="create",
+                    storage_options=self._options(),
+                    enable_stable_row_ids=True,
+                )
+            except (OSError, ValueError) as exc:
+                if self.open(scope, dataset) is None:
+                    raise
+                log.debug("dataset %s created concurrently (%s)", dataset, type(exc).__name__)
+
+    def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
+        """Merge rows keyed by the dataset's keys; a re-run of the same rows inserts nothing."""
+        spec = DATASETS.get(dataset)
+        if spec is None:
+            raise UnknownDataset(dataset)
+        schema = dataset_schema(dataset)
+        table = table.select(schema.names).cast(schema)
+        table = dedupe(table, spec.keys)
+        if table.num_rows == 0:
+            ds = self.open(scope, dataset)
+            return MergeResult(dataset, 0, 0, ds.version if ds is not None else 0)
+        attempt = 0
+        while True:
+            ds = self.open(scope, dataset)
+            if ds is None:
+                self._create(scope, dataset, schema)
+                continue
+            builder = ds.merge_insert(list(spec.keys)).when_not_matched_insert_all()
+            if spec.merge == "upsert":
+                builder = builder.when_matched_update_all()
+            builder = builder.conflict_retries(self.conflict_retries)
+            try:
+                stats: dict[str, Any] = builder.execute(table)
+            except OSError as exc:
+                attempt += 1
+                if attempt > self.outer_retries or not _is_retryable_conflict(exc):
+                    raise
+                log.info("lance %s commit conflict, retrying against the newest version", dataset)
+                time.sleep(0.05 * attempt)
+                continue
+            after = self.open(scope, dataset)
+            return MergeResult(
+                dataset,
+                int(stats.get("num_inserted_rows", 0)),
+                int(stats.get("num_updated_rows", 0)),
+                after.version if after is not None else 0,
+            )
+
+    # --- maintenance -------------------------------------------------------------------------
+
+    def index_and_compact(
+        self, scope: Scope, dataset: str, *, retain_versions: int = 20, older_than_s: float = 3600.0
+    ) -> dict[str, int]:
+        """Build scalar and n-gram indexes, compact small fragments, remove old versions.
+
+        Changes no row: readers of any retained version see the same rows.
+        """
+        spec = DATASETS.get(dataset)
+        if spec is None:
+            raise UnknownDataset(dataset)
+        ds = self.open(scope, dataset)
+        if ds is None or ds.count_rows() == 0:
+            return {"indexes": 0, "compacted_fragments": 0, "removed_versions": 0}
+        built = 0
+        for kinds, columns in (("BTREE", spec.btree), ("BITMAP", spec.bitmap), ("NGRAM", spec.ngram)):
+            for column in columns:
+                ds.create_scalar_index(column, index_type=kinds, replace=True)  # type: ignore[arg-type]
+                built += 1
+        ds = self.open(scope, dataset)
+        assert ds is not None
+        metrics = ds.optimize.compact_files()
+        ds = self.open(scope, dataset)
+        assert ds is not None
+        ds.optimize.optimize_indices()
+        stats = ds.cleanup_old_versions(
+            older_than=timedelta(seconds=older_than_s),
+            retain_versions=retain_versions,
+            error_if_tagged_old_versions=False,
+        )
+        return {
+            "indexes": built,
+            "compacted_fragments": int(getattr(metrics, "fragments_removed", 0)),
+            "removed_versions": int(getattr(stats, "old_versions", 0)),
+        }

@@ -1,0 +1,641 @@
+"""The projection activities: S3 reads, Boundary batches and Lance commits around the pure core.
+
+:class:`ProjectionActivities` receives its clients once (boto3 S3, :class:`LanceStore`, a
+:class:`FactSink` over the Boundary client); each method is a Temporal activity taking and
+returning one frozen dataclass (activities/contracts.py), and a plain function a test calls
+directly. Contract order per meta object (spec "Projection contract"): verify, build rows with
+the pure core, make every public batch visible in Boundary, then commit Lance, the ledger last.
+Redelivery repeats the same steps with the same ids, so a crash anywhere leaves one row set.
+
+Objects that fail verification (the triggering meta object or pack: bad frame, trailing
+checksum, version, identity, or a key outside the deployment's scope) raise a non-retryable
+``ApplicationError`` of type ``ObjectQuarantined`` whose first detail is the reason code; the
+caller writes the marker with :meth:`quarantine_object` and dead-letters the message.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+from botocore.exceptions import ClientError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import contracts as c
+from activities.evidence_reader import EvidenceReader
+from activities.fact_sink import FactSink
+from activities.lance_store import DATASETS, LEDGER, LEDGER_SCHEMA, LanceStore, ledger_row_id
+from activities.projection.assemble import abandoned_execution, assemble_execution
+from activities.projection.batches import build_batches, private_tables
+from activities.projection.model import (
+    DataRead,
+    ExecutionInput,
+    ExecutionProjection,
+    MetaProblem,
+    PendingExecution,
+    ResolvedValue,
+)
+from activities.projection.walk import MAX_WALK, find_root_context, plan_meta_walk
+from activities.settings import ProjectionSettings
+from formats import cas, evidence, object_keys
+from formats import meta_segment as ms
+from formats.data_segment import DataSegment
+from formats.errors import FormatError
+from formats.ids import ThreadRef
+from formats.object_keys import InvalidKeyError, ParsedKey, Scope
+from formats.value_pack import read_pack
+
+log = logging.getLogger("baml_studio.projection")
+
+_INDEX_CORRUPT = "index_corrupt"
+
+
+def quarantined(key: str, reason: str) -> ApplicationError:
+    # The message names the key and a reason code only; never object contents.
+    return ApplicationError(
+        f"object quarantined ({reason}): {key}", reason, type=c.ERR_QUARANTINED, non_retryable=True
+    )
+
+
+def _heartbeat(*details: Any) -> None:
+    if activity.in_activity():
+        activity.heartbeat(*details)
+
+
+def _scope_of(ref: c.ScopeRef) -> Scope:
+    return Scope(ref.tenant_id, ref.project_id, ref.environment_id)
+
+
+def _available_cids(group_facts: list[Any]) -> Iterator[bytes]:
+    for fact in group_facts:
+        state = None
+        if isinstance(fact, evidence.ValueOccurrence):
+            state = fact.state
+        elif isinstance(fact, evidence.ErrorCapture):
+            state = fact.value
+        if isinstance(state, evidence.ValueAvailable):
+            yield state.cid
+
+
+class ProjectionActivities:
+    def __init__(
+        self,
+        *,
+        s3: Any,
+        bucket: str,
+        lance: LanceStore,
+        sink: FactSink,
+        settings: ProjectionSettings,
+        tenant_id: str,
+        sqs: Any = None,
+        queue_url: str | None = None,
+        batch_threads: int = 8,
+    ) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+        self.lance = lance
+        self.sink = sink
+        self.settings = settings
+        self.tenant_id = tenant_id
+        self.sqs = sqs
+        self.queue_url = queue_url
+        self._pool = ThreadPoolExecutor(max_workers=batch_threads, thread_name_prefix="batch-put")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def activities(self) -> list[Any]:
+        return [
+            self.ingest_pack,
+            self.project_meta_object,
+            self.quarantine_object,
+            self.sweep,
+            self.index_and_compact,
+            self.active_generation,
+            self.replay_scan,
+            self.enqueue_replay,
+        ]
+
+    # --- verification ------------------------------------------------------------------------
+
+    def _parse_in_scope(self, key: str, kind: str) -> ParsedKey:
+        try:
+            parsed = object_keys.parse_evidence_key(key)
+        except InvalidKeyError:
+            raise quarantined(key, "invalid_key") from None
+        if parsed.scope.tenant_id != self.tenant_id:
+            raise quarantined(key, "out_of_scope")
+        allowed = self.settings.environment_ids
+        if allowed and parsed.scope.environment_id not in allowed:
+            raise quarantined(key, "out_of_scope")
+        if parsed.kind != kind:
+            raise quarantined(key, "unexpected_kind")
+        return parsed
+
+    def _check_generation(self, scope: Scope, generation: int) -> None:
+        active = self.sink.active_generation(scope.environment_id)
+        # Writing into active+1 is a rebuild in progress; anything else is a stale or bogus start.
+        if generation not in (active, active + 1):
+            raise ApplicationError(
+                f"generation {generation} is not the active generation {active} (or the next)",
+                active,
+                type=c.ERR_STALE_GENERATION,
+                non_retryable=True,
+            )
+
+    # --- pack ingest -------------------------------------------------------------------------
+
+    @activity.defn(name="ingest_pack")
+    def ingest_pack(self, inp: c.IngestPackInput) -> c.IngestPackResult:
+        parsed = self._parse_in_scope(inp.key, "value_pack")
+        reader = EvidenceReader(self.s3, self.bucket)
+        try:
+            data = reader.get_file(inp.key)
+            if data is None:  # erased since the notification: nothing to ingest
+                return c.IngestPackResult(inp.key, 0, 0)
+            pack = read_pack(data, file=inp.key)
+        except FormatError as exc:
+            raise quarantined(inp.key, exc.reason) from None
+        if pack.manifest.process_euid != parsed.euid:
+            raise quarantined(inp.key, "identity_mismatch")
+        cids: list[str] = []
+        codecs: list[int] = []
+        bodies: list[bytes] = []
+        locators: list[str] = []
+        for index, entry in enumerate(pack.entries):
+            try:
+                obj = cas.decode_cas_object(entry.data, file=inp.key)
+            except FormatError as exc:
+                raise quarantined(inp.key, exc.reason) from None
+            cids.append(obj.cid.hex())
+            codecs.append(obj.codec)
+            bodies.append(obj.body)
+            locators.append(f"{inp.key}#{index}")
+        table = pa.table(
+            {
+                "cid": cids,
+                "codec": pa.array(codecs, pa.uint16()),
+                "size_bytes": pa.array([len(b) for b in bodies], pa.uint64()),
+                "body": pa.array(bodies, pa.large_binary()),
+                "locator": locators,
+            }
+        )
+        result = self.lance.merge(parsed.scope, "values_v1", table)
+        log.info("pack ingested entries=%d inserted=%d", len(cids), result.inserted)
+        return c.IngestPackResult(inp.key, len(cids), result.inserted, tuple(sorted(set(cids))))
+
+    # --- meta projection ---------------------------------------------------------------------
+
+    def _walk(
+        self, reader: EvidenceReader, scope: Scope, euid: str, start: int
+    ) -> Iterator[ms.MetaSegment | MetaProblem]:
+        for seq in plan_meta_walk(start, self.settings.max_walk or MAX_WALK):
+            yield reader.meta(scope, euid, seq)
+
+    def _stream_started(self, reader: EvidenceReader, scope: Scope, euid: str) -> ms.StreamStarted | None:
+        first = reader.meta(scope, euid, 1)
+        if isinstance(first, ms.MetaSegment) and first.records:
+            record = first.records[0]
+            if isinstance(record, ms.StreamStarted):
+                return record
+        return None
+
+    def _data_reads(
+        self, reader: EvidenceReader, scope: Scope, euid: str, root: ThreadRef, seqs: range | list[int]
+    ) -> tuple[DataRead, ...]:
+        root_bytes = root.to_bytes()
+        reads: list[DataRead] = []
+        for seq in seqs:
+            seg = reader.data(scope, euid, seq)
+            if not isinstance(seg, DataSegment):
+                reads.append(DataRead(seq, None, seg))
+                continue
+            group = next((g for g in seg.groups if g.root.to_bytes() == root_bytes), None)
+            reads.append(DataRead(seq, group))
+        return tuple(reads)
+
+    def _input_beat(self, *args: Any) -> ExecutionInput:
+        _heartbeat("reading")
+        return self._input(*args)
+
+    def _input(
+        self,
+        reader: EvidenceReader,
+        scope: Scope,
+        euid: str,
+        walk_from: int,
+        root: ThreadRef,
+        stream_started: ms.StreamStarted | None,
+        root_ended: ms.RootEnded | None,
+        data_seqs: range | list[int],
+    ) -> ExecutionInput:
+        ctx = find_root_context(
+            self._walk(reader, scope, euid, walk_from),
+            root,
+            need_root_started=root_ended is None or not root_ended.root_started_lost,
+            max_walk=self.settings.max_walk,
+            stream_started=stream_started,
+        )
+        engine = ctx.engine_started
+        table = None
+        if engine is not None and engine.function_table_cid is not None:
+            table = reader.function_table(scope, engine.function_table_cid)
+        return ExecutionInput(
+            process_euid=bytes.fromhex(euid),
+            stream_started=ctx.stream_started,
+            context=ctx,
+            root_ended=root_ended,
+            data=self._data_reads(reader, scope, euid, root, data_seqs),
+            function_table=table,
+        )
+
+    def _value_lookup(
+        self, reader: EvidenceReader, scope: Scope, inputs: list[ExecutionInput]
+    ) -> tuple[dict[bytes, ResolvedValue], Any]:
+        """Prefetch every available CID of these executions from values_v1 in one pass."""
+        wanted: set[bytes] = set()
+        for inp in inputs:
+            for read in inp.data:
+                if read.group is None or read.problem is not None:
+                    continue
+                try:
+                    wanted.update(_available_cids(read.group.evidence_facts()))
+                except FormatError:
+                    continue  # the core marks the execution index_corrupt
+        found = self.lance.lookup_values(scope, sorted(c.hex() for c in wanted))
+        in_lance = {
+            bytes.fromhex(cid): ResolvedValue(body, codec, locator or "")
+            for cid, (codec, body, locator) in found.items()
+        }
+        fetched: dict[bytes, ResolvedValue | None] = {}
+
+        def lookup(cid: bytes) -> ResolvedValue | None:
+            hit = in_lance.get(cid)
+            if hit is not None:
+                return hit
+            if cid not in fetched:
+                fetched[cid] = reader.large_value(scope, cid)
+            return fetched[cid]
+
+        return in_lance, lookup
+
+    def _send_batches(self, scope: Scope, generation: int, projections: list[ExecutionProjection]) -> int:
+        batches = [b for p in projections for b in build_batches(p, scope, generation)]
+        # Each PUT is idempotent on (batch id, digest): sending them concurrently is safe.
+        for future in [self._pool.submit(self.sink.put_batch, scope, b) for b in batches]:
+            future.result()
+            _heartbeat("batches")
+        return len(batches)
+
+    def _commit_lance(
+        self,
+        scope: Scope,
+        generation: int,
+        projections: list[ExecutionProjection],
+        already_in_lance: set[bytes],
+        meta_key: str | None,
+    ) -> int:
+        per_dataset: dict[str, list[pa.Table]] = {}
+        for projection in projections:
+            for dataset, table in private_tables(projection).items():
+                if dataset == "values_v1" and already_in_lance:
+                    keep = [
+                        cid not in already_in_lance for cid in map(bytes.fromhex, table["cid"].to_pylist())
+                    ]
+                    table = table.filter(pa.array(keep, pa.bool_()))
+                if table.num_rows:
+                    per_dataset.setdefault(dataset, []).append(table)
+        rows = 0
+        for dataset in DATASETS:
+            if dataset == LEDGER or dataset not in per_dataset:
+                continue
+            table = pa.concat_tables(per_dataset[dataset])
+            self.lance.merge(scope, dataset, table)
+            rows += table.num_rows
+            _heartbeat(dataset)
+        now = time.time_ns()
+        ledger = pa.table(
+            {
+                "row_id": [ledger_row_id(generation, p.execution_id) for p in projections],
+                "root_id": [p.execution_id for p in projections],
+                "generation": [generation] * len(projections),
+                "process_euid": [p.process_euid for p in projections],
+                "status": [p.status for p in projections],
+                "index_state": [p.index_state for p in projections],
+                "value_state": [p.value_state for p in projections],
+                "meta_key": [meta_key] * len(projections),
+                "lance_state": ["committed"] * len(projections),
+                "committed_at_ns": [now] * len(projections),
+            },
+            schema=LEDGER_SCHEMA,
+        )
+        if ledger.num_rows:
+            self.lance.merge(scope, LEDGER, ledger)
+        return rows
+
+    def _outcome(self, projection: ExecutionProjection) -> c.ExecutionOutcome:
+        if projection.status == "abandoned":
+            return c.ExecutionOutcome(projection.execution_id, c.ABANDONED, reason=projection.index_state)
+        if projection.index_state == _INDEX_CORRUPT:
+            return c.ExecutionOutcome(projection.execution_id, c.INDEX_CORRUPT, reason=_INDEX_CORRUPT)
+        return c.ExecutionOutcome(projection.execution_id, c.PROJECTED)
+
+    def _project(
+        self,
+        reader: EvidenceReader,
+        scope: Scope,
+        generation: int,
+        inputs: list[ExecutionInput],
+        *,
+        sweep: bool,
+        meta_key: str | None,
+    ) -> tuple[list[c.ExecutionOutcome], int, int]:
+        in_lance, lookup = self._value_lookup(reader, scope, inputs)
+        outcomes: list[c.ExecutionOutcome] = []
+        projections: list[ExecutionProjection] = []
+        for inp in inputs:
+            root_id = (inp.root_ended.root if inp.root_ended else inp.context.root_started.root).execution_id  # type: ignore[union-attr]
+            try:
+                result = abandoned_execution(inp, lookup) if sweep else assemble_execution(inp, lookup)
+            except FormatError as exc:
+                outcomes.append(c.ExecutionOutcome(root_id, c.QUARANTINED, reason=exc.reason))
+                continue
+            if isinstance(result, PendingExecution):
+                outcomes.append(c.ExecutionOutcome(root_id, c.PENDING, missing_cids=result.missing_cids))
+                continue
+            projections.append(result)
+            outcomes.append(self._outcome(result))
+        sent = self._send_batches(scope, generation, projections) if projections else 0
+        _heartbeat("batches", sent)
+        rows = (
+            self._commit_lance(scope, generation, projections, set(in_lance), meta_key) if projections else 0
+        )
+        return outcomes, sent, rows
+
+    @activity.defn(name="project_meta_object")
+    def project_meta_object(self, inp: c.ProjectMetaInput) -> c.ProjectMetaResult:
+        parsed = self._parse_in_scope(inp.key, "meta_segment")
+        scope = parsed.scope
+        assert parsed.euid is not None and parsed.sequence is not None
+        self._check_generation(scope, inp.generation)
+        reader = EvidenceReader(self.s3, self.bucket)
+        try:
+            segment = reader.meta_strict(inp.key)
+        except LookupError:
+            return c.ProjectMetaResult(inp.key, inp.generation)  # erased since the notification
+        except FormatError as exc:
+            raise quarantined(inp.key, exc.reason) from None
+        only = set(inp.only_roots)
+        ended = [
+            r
+            for r in segment.records
+            if isinstance(r, ms.RootEnded) and (not only or r.root.execution_id in only)
+        ]
+        if not ended:
+            return c.ProjectMetaResult(inp.key, inp.generation)
+        started = self._stream_started(reader, scope, parsed.euid)
+        inputs = [
+            self._input_beat(
+                reader,
+                scope,
+                parsed.euid,
+                parsed.sequence,
+                r.root,
+                started,
+                r,
+                range(r.data_first_seq, r.data_last_seq + 1) if r.data_segment_count else range(0),
+            )
+            for r in ended
+        ]
+        _heartbeat("read", len(inputs))
+        outcomes, sent, rows = self._project(
+            reader, scope, inp.generation, inputs, sweep=False, meta_key=inp.key
+        )
+        log.info(
+            "meta projected executions=%d pending=%d batches=%d",
+            len(outcomes),
+            sum(1 for o in outcomes if o.outcome == c.PENDING),
+            sent,
+        )
+        return c.ProjectMetaResult(inp.key, inp.generation, tuple(outcomes), sent, rows)
+
+    # --- quarantine --------------------------------------------------------------------------
+
+    @activity.defn(name="quarantine_object")
+    def quarantine_object(self, inp: c.QuarantineInput) -> c.QuarantineResult:
+        """Write ``quarantine/<key>.quarantine`` (create-only); the object itself is kept."""
+        try:
+            marker = object_keys.quarantine_key(inp.key)
+        except InvalidKeyError:
+            # Not an evidence key at all: file it under a digest, never under an unchecked path.
+            import hashlib
+
+            digest = hashlib.sha256(inp.key.encode()).hexdigest()
+            marker = f"{object_keys.QUARANTINE_ROOT}/invalid/{digest}.quarantine"
+        body = json.dumps(
+            {"key": inp.key, "reason": inp.reason, "quarantined_at": dt.datetime.now(dt.UTC).isoformat()},
+            sort_keys=True,
+        ).encode()
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=marker, Body=body, IfNoneMatch="*")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                return c.QuarantineResult(marker, False)
+            raise
+        log.warning("quarantined object reason=%s marker=%s", inp.reason, marker)
+        return c.QuarantineResult(marker, True)
+
+    # --- sweep -------------------------------------------------------------------------------
+
+    @activity.defn(name="active_generation")
+    def active_generation(self, inp: c.ActiveGenerationInput) -> int:
+        return self.sink.active_generation(inp.environment_id)
+
+    @activity.defn(name="sweep")
+    def sweep(self, inp: c.SweepInput) -> c.SweepResult:
+        """Close executions of silent streams that have RootStarted and no RootEnded as abandoned."""
+        scope = _scope_of(inp.scope)
+        limit = inp.silence_limit_s if inp.silence_limit_s is not None else self.settings.silence_limit_s
+        generation = self.sink.active_generation(scope.environment_id)
+        reader = EvidenceReader(self.s3, self.bucket)
+        now = dt.datetime.now(dt.UTC)
+        streams = reader.list_prefixes(object_keys.evidence_prefix(scope) + "streams/")
+        already = self.lance.ledger_roots(scope, generation)
+        outcomes: list[c.ExecutionOutcome] = []
+        silent = 0
+        for prefix in streams:
+            euid = prefix.rstrip("/").rsplit("/", 1)[-1]
+            metas = list(reader.list_objects(prefix + "meta/"))
+            if not metas:
+                continue
+            newest = max(o.last_modified for o in metas)
+            if (now - newest).total_seconds() < limit:
+                continue
+            silent += 1
+            inputs = self._abandoned_inputs(reader, scope, euid, metas, already)
+            _heartbeat("sweep", euid)
+            if inputs:
+                got, _, _ = self._project(reader, scope, generation, inputs, sweep=True, meta_key=None)
+                outcomes.extend(got)
+        log.info("sweep streams=%d silent=%d abandoned=%d", len(streams), silent, len(outcomes))
+        return c.SweepResult(len(streams), silent, generation, tuple(outcomes))
+
+    def _abandoned_inputs(
+        self, reader: EvidenceReader, scope: Scope, euid: str, metas: list[Any], already: set[str]
+    ) -> list[ExecutionInput]:
+        started: dict[bytes, tuple[int, ms.RootStarted]] = {}
+        ended: set[bytes] = set()
+        for obj in metas:
+            seq = object_keys.parse_evidence_key(obj.key).sequence
+            assert seq is not None
+            seg = reader.meta(scope, euid, seq)
+            if not isinstance(seg, ms.MetaSegment):
+                continue
+            for record in seg.records:
+                if isinstance(record, ms.RootStarted):
+                    started[record.root.to_bytes()] = (seq, record)
+                elif isinstance(record, ms.RootEnded):
+                    ended.add(record.root.to_bytes())
+        open_roots = [
+            (seq, rs)
+            for root, (seq, rs) in sorted(started.items())
+            if root not in ended and rs.root.execution_id not in already
+        ]
+        if not open_roots:
+            return []
+        data_seqs = sorted(
+            s
+            for s in (
+                object_keys.parse_evidence_key(o.key).sequence
+                for o in reader.list_objects(object_keys.stream_prefix(scope, euid) + "data/")
+            )
+            if s is not None
+        )
+        stream_started = self._stream_started(reader, scope, euid)
+        out = []
+        for seq, rs in open_roots:
+            inp = self._input(reader, scope, euid, seq, rs.root, stream_started, None, data_seqs)
+            # Only the segments that hold this root's groups belong to it.
+            out.append(
+                ExecutionInput(
+                    inp.process_euid,
+                    inp.stream_started,
+                    inp.context,
+                    None,
+                    tuple(r for r in inp.data if r.group is not None),
+                    inp.function_table,
+                )
+            )
+        return out
+
+    # --- index and compaction ----------------------------------------------------------------
+
+    @activity.defn(name="index_and_compact")
+    def index_and_compact(self, inp: c.IndexInput) -> c.IndexResult:
+        scope = _scope_of(inp.scope)
+        names = inp.datasets or tuple(DATASETS)
+        totals = {"indexes": 0, "compacted_fragments": 0, "removed_versions": 0}
+        for name in names:
+            got = self.lance.index_and_compact(
+                scope,
+                name,
+                retain_versions=self.settings.retain_versions,
+                older_than_s=self.settings.retain_older_than_s,
+            )
+            for k in totals:
+                totals[k] += got[k]
+            _heartbeat(name)
+        return c.IndexResult(tuple(names), **totals)
+
+    # --- replay ------------------------------------------------------------------------------
+
+    @activity.defn(name="replay_scan")
+    def replay_scan(self, inp: c.ReplayScanInput) -> c.ReplayScanResult:
+        """One page of the evidence listing: meta objects with an unprojected RootEnded, packs not ingested.
+
+        "Projected" here is what Lance's ledger holds for the generation; the ledger row is
+        written after the facts are visible in ClickHouse, so it implies both stores.
+        """
+        scope = _scope_of(inp.scope)
+        reader = EvidenceReader(self.s3, self.bucket)
+        kwargs: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": object_keys.evidence_prefix(scope) + "streams/",
+            "MaxKeys": inp.page_size,
+        }
+        if inp.start_after:
+            kwargs["StartAfter"] = inp.start_after
+        page = self.s3.list_objects_v2(**kwargs)
+        keys = [o["Key"] for o in page.get("Contents", [])]
+        done = self.lance.ledger_roots(scope, inp.generation)
+        missing_meta: list[str] = []
+        missing_pack: list[str] = []
+        for key in keys:
+            try:
+                parsed = object_keys.parse_evidence_key(key)
+            except InvalidKeyError:
+                continue
+            if parsed.kind == "meta_segment":
+                try:
+                    seg = reader.meta_strict(key)
+                except (LookupError, FormatError):
+                    missing_meta.append(key)  # re-delivery quarantines it properly
+                    continue
+                roots = {r.root.execution_id for r in seg.records if isinstance(r, ms.RootEnded)}
+                if roots - done:
+                    missing_meta.append(key)
+            elif parsed.kind == "value_pack" and self._pack_missing(reader, parsed.scope, key):
+                missing_pack.append(key)
+        truncated = bool(page.get("IsTruncated"))
+        return c.ReplayScanResult(
+            tuple(missing_meta), tuple(missing_pack), len(keys), keys[-1] if truncated and keys else None
+        )
+
+    def _pack_missing(self, reader: EvidenceReader, scope: Scope, key: str) -> bool:
+        try:
+            data = reader.get_file(key)
+            if data is None:
+                return False
+            pack = read_pack(data, file=key, verify_entries=False)
+        except FormatError:
+            return True
+        cids = [e.cid.removeprefix(object_keys.CID_PREFIX) for e in pack.entries]
+        return len(self.lance.lookup_values(scope, cids)) < len(set(cids))
+
+    @activity.defn(name="enqueue_replay")
+    def enqueue_replay(self, inp: c.EnqueueInput) -> c.EnqueueResult:
+        """Send an S3-event-shaped message per key to the projection queue (the bridge starts the work)."""
+        if self.sqs is None or self.queue_url is None:
+            raise ApplicationError("no projection queue configured", type="NoQueue", non_retryable=True)
+        sent = 0
+        for start in range(0, len(inp.keys), 10):
+            entries = [
+                {"Id": str(i), "MessageBody": json.dumps(s3_event(self.bucket, key))}
+                for i, key in enumerate(inp.keys[start : start + 10])
+            ]
+            self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            sent += len(entries)
+        return c.EnqueueResult(sent)
+
+
+def s3_event(bucket: str, key: str) -> dict[str, Any]:
+    """The S3 ObjectCreated notification shape the bridge parses (key URL-encoded like S3 does)."""
+    from urllib.parse import quote_plus
+
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "eventName": "ObjectCreated:Replay",
+                "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key)}},
+            }
+        ]
+    }

@@ -1,0 +1,127 @@
+"""Builds the projection activities' clients once per worker process from settings.
+
+The worker (worker/temporal_worker.py) resolves the deployment :class:`Identity` from
+settings or the embedded stack's ``stack.json`` and passes it in; :func:`build_projection_activities`
+returns None (and says why) when the client certificate is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import contracts as c
+from activities.fact_sink import BoundaryFactSink
+from activities.lance_store import LanceStore
+from activities.projection_activities import ProjectionActivities
+from activities.settings import ProjectionSettings
+
+log = logging.getLogger("baml_studio.projection")
+
+
+@dataclass(frozen=True)
+class WorkloadTls:
+    ca_cert: Path
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def in_dir(cls, tls_dir: Path, deployment_id: str) -> WorkloadTls:
+        return cls(
+            tls_dir / "ca.pem",
+            tls_dir / f"client-{deployment_id}.pem",
+            tls_dir / f"client-{deployment_id}-key.pem",
+        )
+
+
+@dataclass(frozen=True)
+class Identity:
+    deployment_id: str
+    cell: str
+    tenant_id: str
+    environments: tuple[tuple[str, str], ...]  # (project_id, environment_id) the schedules cover
+    queue_url: str | None
+    control_url: str | None
+    operator_token: str | None
+
+
+def s3_client(ws: Any, service: str = "s3") -> Any:
+    return boto3.client(  # type: ignore[call-overload]
+        service,
+        endpoint_url=ws.s3_endpoint_url or None,
+        region_name=ws.aws_region,
+        aws_access_key_id=ws.aws_access_key_id,
+        aws_secret_access_key=ws.aws_secret_access_key,
+    )
+
+
+class GenerationSwitch:
+    """The rebuild's last step: set the environment's active generation via the control API.
+
+    The workload identity cannot change the generation (a control-plane decision), so this
+    activity holds an operator (or environment admin) token from settings.
+    """
+
+    def __init__(self, control_url: str | None, token: str | None) -> None:
+        self.control_url = control_url
+        self.token = token
+
+    @activity.defn(name="switch_generation")
+    def switch_generation(self, inp: c.SwitchGenerationInput) -> c.SwitchGenerationResult:
+        if not self.control_url or not self.token:
+            raise ApplicationError(
+                "no operator credentials configured for the generation switch",
+                type="NoOperatorCredentials",
+                non_retryable=True,
+            )
+        resp = httpx.put(
+            f"{self.control_url.rstrip('/')}/v1/environments/{inp.environment_id}/active-generation",
+            json={"generation": inp.generation},
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+        )
+        if resp.status_code >= 400:
+            raise ApplicationError(
+                f"generation switch answered {resp.status_code}",
+                type="GenerationSwitchFailed",
+                non_retryable=resp.status_code < 500,
+            )
+        return c.SwitchGenerationResult(inp.environment_id, inp.generation, True)
+
+
+def build_projection_activities(
+    ws: Any, ps: ProjectionSettings, identity: Identity
+) -> tuple[ProjectionActivities, GenerationSwitch] | None:
+    """``ws`` is a worker.settings.TemporalWorkerSettings (S3, bucket, Boundary URL, TLS dir)."""
+    from api.common.boundary_client import BoundaryClient
+
+    tls = WorkloadTls.in_dir(Path(ws.tls_dir), identity.deployment_id)
+    if not tls.client_cert.exists():
+        log.warning("client certificate %s missing: projection activities not registered", tls.client_cert)
+        return None
+    client = BoundaryClient(ws.boundary_workload_url, tls, identity.deployment_id, identity.cell)
+    lance = LanceStore.for_s3(
+        ws.bucket,
+        endpoint_url=ws.s3_endpoint_url,
+        region=ws.aws_region,
+        access_key_id=ws.aws_access_key_id,
+        secret_access_key=ws.aws_secret_access_key,
+    )
+    acts = ProjectionActivities(
+        s3=s3_client(ws),
+        bucket=ws.bucket,
+        lance=lance,
+        sink=BoundaryFactSink(client),
+        settings=ps,
+        tenant_id=identity.tenant_id,
+        sqs=s3_client(ws, "sqs"),
+        queue_url=identity.queue_url,
+    )
+    return acts, GenerationSwitch(identity.control_url, identity.operator_token)

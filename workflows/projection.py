@@ -1,0 +1,130 @@
+"""Projection workflows: deterministic orchestration of the projection activities (no I/O here).
+
+Read alongside the spec's upload sequence (steps 8-12):
+
+* :class:`ProjectMetaObjectWorkflow` (``project/<generation>/<key>``): project every RootEnded
+  of one meta object; executions still waiting for values are re-tried with a durable,
+  backing-off timer until they land (the pack's own workflow ingests them; the re-try, or a
+  ``values_landed`` signal, picks them up). Done when every execution is projected,
+  index_corrupt, abandoned or quarantined.
+* :class:`IngestValuePackWorkflow` (``pack/<key>``): merge one pack into values_v1.
+* A meta object or pack that fails verification gets its quarantine marker written here and the
+  result says ``quarantined``: the bridge dead-letters the message instead of deleting it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities import contracts as c
+    from workflows import ids
+
+_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    non_retryable_error_types=[c.ERR_QUARANTINED, c.ERR_STALE_GENERATION],
+)
+_SHORT = timedelta(seconds=30)
+
+
+def _quarantine_reason(err: ActivityError) -> str | None:
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == c.ERR_QUARANTINED:
+        return str(cause.details[0]) if cause.details else "verification_failed"
+    return None
+
+
+async def _quarantine(key: str, reason: str) -> None:
+    await workflow.execute_activity(
+        "quarantine_object",
+        c.QuarantineInput(key, reason),
+        result_type=c.QuarantineResult,
+        start_to_close_timeout=_SHORT,
+        retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+    )
+
+
+@workflow.defn(name=ids.PROJECT_META)
+class ProjectMetaObjectWorkflow:
+    def __init__(self) -> None:
+        self._outcomes: dict[str, c.ExecutionOutcome] = {}
+        self._nudged = False
+
+    @workflow.signal(name="values_landed")
+    def values_landed(self) -> None:
+        """Wake the pending back-off early (e.g. after a pack ingest)."""
+        self._nudged = True
+
+    @workflow.query(name="outcomes")
+    def outcomes(self) -> list[c.ExecutionOutcome]:
+        return list(self._outcomes.values())
+
+    async def _project(self, inp: c.ProjectMetaWorkflowInput, only: tuple[str, ...]) -> c.ProjectMetaResult:
+        return await workflow.execute_activity(
+            "project_meta_object",
+            c.ProjectMetaInput(inp.key, inp.generation, only),
+            result_type=c.ProjectMetaResult,
+            start_to_close_timeout=timedelta(seconds=inp.activity_timeout_s),
+            heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout_s),
+            retry_policy=_RETRY,
+        )
+
+    def _done(self, inp: c.ProjectMetaWorkflowInput, quarantined: str | None = None) -> c.WorkflowOutcomes:
+        outcomes = tuple(self._outcomes[k] for k in sorted(self._outcomes))
+        done = all(o.outcome in c.DONE_OUTCOMES for o in outcomes)
+        return c.WorkflowOutcomes(inp.key, done, outcomes, quarantined)
+
+    @workflow.run
+    async def run(self, inp: c.ProjectMetaWorkflowInput) -> c.WorkflowOutcomes:
+        try:
+            first = await self._project(inp, ())
+        except ActivityError as err:
+            reason = _quarantine_reason(err)
+            if reason is None:
+                raise
+            await _quarantine(inp.key, reason)
+            return self._done(inp, quarantined=reason)
+        self._outcomes.update({o.root_id: o for o in first.outcomes})
+
+        delay = inp.pending.initial_s
+        waited = 0.0
+        while True:
+            pending = tuple(sorted(k for k, o in self._outcomes.items() if o.outcome == c.PENDING))
+            if not pending or waited >= inp.pending.deadline_s:
+                break
+            self._nudged = False
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._nudged, timeout=timedelta(seconds=delay))
+            waited += delay
+            delay = min(delay * 2, inp.pending.max_s)
+            again = await self._project(inp, pending)
+            self._outcomes.update({o.root_id: o for o in again.outcomes})
+        return self._done(inp)
+
+
+@workflow.defn(name=ids.INGEST_PACK)
+class IngestValuePackWorkflow:
+    @workflow.run
+    async def run(self, inp: c.PackWorkflowInput) -> c.WorkflowOutcomes:
+        try:
+            await workflow.execute_activity(
+                "ingest_pack",
+                c.IngestPackInput(inp.key),
+                result_type=c.IngestPackResult,
+                start_to_close_timeout=timedelta(seconds=inp.activity_timeout_s),
+                retry_policy=_RETRY,
+            )
+        except ActivityError as err:
+            reason = _quarantine_reason(err)
+            if reason is None:
+                raise
+            await _quarantine(inp.key, reason)
+            return c.WorkflowOutcomes(inp.key, True, (), reason)
+        return c.WorkflowOutcomes(inp.key, True)
