@@ -35,6 +35,35 @@ class CoordinatorSettings(BaseSettings):
     tls_dir: Path = Field(
         default=Path("run/stack/tls"), description="Directory holding the workload identity CA, cert and key."
     )
+    deployment_id: str | None = Field(
+        default=None, description="Deployment named by the client certificate; default: the one in tls_dir."
+    )
+    cell: str | None = Field(
+        default=None, description="Cell of the deployment; default: from the certificate."
+    )
+    boundary_timeout_seconds: float = Field(default=30.0, gt=0, description="Timeout of one Boundary call.")
+    token_cache_seconds: float = Field(
+        default=30.0, ge=0, le=300, description="How long a user-token introspection is cached."
+    )
+    lance_root: Path | None = Field(
+        default=None, description="Read Lance datasets under this local directory instead of the bucket."
+    )
+    default_wall_ms: int = Field(default=30_000, ge=1, description="Default budget: wall time (ms).")
+    default_rows: int = Field(default=100_000, ge=1, description="Default budget: result rows.")
+    default_bytes: int = Field(default=64 << 20, ge=1, description="Default budget: result bytes.")
+    default_private_bytes: int = Field(
+        default=1 << 30, ge=1, description="Default budget: private bytes read from Lance."
+    )
+    max_wall_ms: int = Field(default=300_000, ge=1, description="Largest wall-time budget a caller may ask.")
+    interactive_candidates: int = Field(
+        default=200_000, ge=1, description="Most public candidate calls an interactive private query reads."
+    )
+    job_candidates: int = Field(
+        default=20_000_000, ge=1, description="Most public candidate calls a background job reads."
+    )
+    job_ttl_seconds: int = Field(
+        default=86_400, ge=1, description="How long a job's record and result are kept after it is accepted."
+    )
     cors_origins: list[str] = Field(
         default_factory=lambda: ["http://localhost:5173"],
         description="Browser origins allowed by CORS (Studio), as a JSON list.",

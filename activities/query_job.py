@@ -1,0 +1,119 @@
+"""Background query job activities: run a query to its NDJSON result in the bucket, delete it later.
+
+Contracts (frozen dataclasses) are shared with :mod:`workflows.query_job` and the coordinator's
+job endpoints. :class:`QueryJobActivities` receives its clients once: the coordinator runtime
+(Boundary client, Lance store, budgets) and a boto3 S3 client. The result is written to
+``temporary/v1/<scope>/jobs/<job_id>/result.ndjson`` (formats.object_keys.job_result_key): the
+same rows and final ``queryOutcome`` as ``POST /v1/query``, under the same snapshot rules, with
+the job's (larger) candidate limit. The activity heartbeats ``rows_so_far`` so the coordinator
+can report progress, and stops when Temporal cancels it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+RUN_QUERY_JOB = "run_query_job"
+DELETE_QUERY_JOB_RESULT = "delete_query_job_result"
+QUERY_JOB_WORKFLOW = "QueryJob"
+
+
+@dataclass(frozen=True)
+class QueryJobInput:
+    job_id: str
+    tenant_id: str
+    project_id: str
+    environment_id: str
+    sql: str
+    request_digest: str
+    expires_at_unix: float
+    wall_ms: int | None = None
+    rows: int | None = None
+    bytes: int | None = None
+    private_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class QueryJobResult:
+    result_key: str
+    rows: int
+    outcome: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteResultInput:
+    tenant_id: str
+    project_id: str
+    environment_id: str
+    job_id: str
+
+
+@dataclass(frozen=True)
+class QueryJobProgress:
+    """Heartbeat details of a running job (read by the coordinator through describe())."""
+
+    rows_so_far: int
+    progress: float
+
+
+class QueryJobActivities:
+    def __init__(self, runtime: Any, s3: Any, bucket: str) -> None:
+        self.runtime = runtime  # api.coordinator.runtime.CoordinatorRuntime
+        self.s3 = s3
+        self.bucket = bucket
+
+    @activity.defn(name=RUN_QUERY_JOB)
+    def run_query_job(self, inp: QueryJobInput) -> QueryJobResult:
+        from api.coordinator.planner import PlanError
+        from formats.object_keys import Scope, job_result_key
+
+        scope = Scope(inp.tenant_id, inp.project_id, inp.environment_id)
+        budget = self.runtime.budget(
+            wall_ms=inp.wall_ms, rows=inp.rows, bytes=inp.bytes, private_bytes=inp.private_bytes
+        )
+        try:
+            prepared = self.runtime.start_query(inp.sql, scope, budget, interactive=False)
+        except PlanError as exc:
+            raise ApplicationError(exc.message, exc.code, type="QueryInvalid", non_retryable=True) from None
+        key = job_result_key(scope, inp.job_id)
+        rows = 0
+        _beat(0, 0.05)
+        with tempfile.TemporaryFile() as out:
+            for line in prepared.run.lines():
+                out.write(line)
+                rows += 1
+                if rows % 1000 == 0:
+                    _beat(rows, 0.5)
+            rows -= 1  # the last line is the outcome
+            outcome = prepared.run.outcome
+            assert outcome is not None
+            out.seek(0)
+            self.s3.upload_fileobj(out, self.bucket, key, ExtraArgs={"ContentType": "application/x-ndjson"})
+        _beat(rows, 1.0)
+        return QueryJobResult(key, rows, json.loads(outcome.model_dump_json()))
+
+    @activity.defn(name=DELETE_QUERY_JOB_RESULT)
+    def delete_query_job_result(self, inp: DeleteResultInput) -> None:
+        from formats.object_keys import Scope, job_result_key
+
+        key = job_result_key(Scope(inp.tenant_id, inp.project_id, inp.environment_id), inp.job_id)
+        self.s3.delete_object(Bucket=self.bucket, Key=key)
+
+
+def _beat(rows: int, progress: float) -> None:
+    if activity.in_activity():
+        activity.heartbeat(QueryJobProgress(rows, progress))
+        if activity.is_cancelled():
+            raise activity_cancelled()
+
+
+def activity_cancelled() -> BaseException:
+    import asyncio
+
+    return asyncio.CancelledError()

@@ -1,0 +1,388 @@
+"""Run a :class:`~api.coordinator.planner.QueryPlan` under one bound snapshot and a budget.
+
+Output is the NDJSON stream of :mod:`formats.query_output`: rows, then exactly one outcome line,
+also when the query fails half-way (the error goes in the outcome, never as a cut connection).
+
+Private queries run in four steps:
+
+1. the resident subquery (public filters only) returns the candidate calls from Boundary;
+2. the ledger at the bound Lance version says which candidates' executions are indexed; the others
+   carry ``private_state = 'pending'`` and pass every private filter (never a silent non-match);
+3. exact-match filters prune the candidates with one index lookup each on the leaves' ``key``;
+4. private columns are filled chunk by chunk in the candidates' order (leaf lookups by execution,
+   whole values from the private part of ``calls_v1``); when the query's order is public and it
+   has a LIMIT, the executor stops as soon as enough rows pass the private filters (substring
+   search stops early instead of scanning every match, PLATFORM.md "Query floors" 4).
+
+DataFusion then runs the final SQL over the joined rows. Everything reads the bound versions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from datafusion import SessionContext, SQLOptions
+
+from activities.projection.private_rows import exact_match_key
+from api.coordinator.planner import PRIVATE_STATE, QueryPlan, with_row_limit
+from api.coordinator.private_reader import PrivateReader, pair_keys
+from formats import query_output as qo
+from formats import value_json
+
+_FIRST_CHUNK = 2000
+_MAX_CHUNK = 32_000
+_SQL_OPTIONS = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-request limits (docs/query.md gives the defaults and the maxima)."""
+
+    wall_ms: int = 30_000
+    rows: int = 100_000
+    bytes: int = 64 << 20
+    private_bytes: int = 1 << 30
+
+
+class PublicSource(Protocol):
+    """Runs a resident subquery (public SQL) under the bound snapshot; Boundary in production."""
+
+    def resident_query(self, sql: str, *, max_rows: int) -> pa.Table: ...
+
+
+class QueryFailed(Exception):
+    """A typed failure that ends the query; it becomes the outcome's ``error``."""
+
+    def __init__(self, code: str, message: str, *, remedy: str | None = None, partial: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.remedy = remedy
+        self.partial = partial
+
+
+JOBS_REMEDY = "Run it as a background job: POST /v1/query-jobs with the same SQL (baml-studio query --job)."
+
+
+@dataclass
+class _Usage:
+    started: float = field(default_factory=time.monotonic)
+    rows: int = 0
+    bytes: int = 0
+    pending_executions: int = 0
+    pending_rows: int = 0
+    unavailable: list[qo.Unavailable] = field(default_factory=list)
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+
+def _check_time(budget: Budget, usage: _Usage, stage: str) -> None:
+    if usage.elapsed_ms() > budget.wall_ms:
+        raise QueryFailed(
+            "budget_exceeded",
+            f"wall-time budget of {budget.wall_ms} ms exhausted while {stage}",
+            remedy="Raise budget.wall_ms, narrow the query, or run it as a background job "
+            "(POST /v1/query-jobs).",
+            partial=True,
+        )
+
+
+def _check_private(budget: Budget, reader: PrivateReader | None) -> None:
+    if reader is not None and reader.bytes_read > budget.private_bytes:
+        raise QueryFailed(
+            "budget_exceeded",
+            f"private-bytes budget of {budget.private_bytes} exhausted",
+            remedy="Raise budget.private_bytes, narrow the query, or run it as a background job.",
+            partial=True,
+        )
+
+
+class QueryRun:
+    """One query's execution; iterate :meth:`lines` for the NDJSON body."""
+
+    def __init__(
+        self,
+        plan: QueryPlan,
+        *,
+        public: PublicSource,
+        reader_factory: Any,
+        snapshot: qo.SnapshotRef,
+        budget: Budget,
+        interactive: bool = True,
+        candidate_cap: int = 100_000,
+    ) -> None:
+        self.plan = plan
+        self.public = public
+        self._reader_factory = reader_factory
+        self.reader: PrivateReader | None = None
+        self.snapshot = snapshot
+        self.budget = budget
+        self.interactive = interactive
+        self.candidate_cap = candidate_cap
+        self.usage = _Usage()
+        self.outcome: qo.QueryOutcome | None = None
+
+    # --- the stream ----------------------------------------------------------------------------
+
+    def lines(self) -> Iterator[bytes]:
+        error: QueryFailed | None = None
+        truncated = False
+        try:
+            if self.interactive and not self.plan.interactive:
+                raise QueryFailed(
+                    "query_too_expensive",
+                    "the query reads private fields of every call: " + "; ".join(self.plan.reasons),
+                    remedy=JOBS_REMEDY + " Or filter by function_name and a started_at_ns window.",
+                )
+            table = self._run()
+            json_cols = set(self.plan.json_columns)
+            for batch in table.to_batches(max_chunksize=2048):
+                for row in batch.to_pylist():
+                    if self.usage.rows >= self.budget.rows:
+                        raise QueryFailed(
+                            "budget_exceeded",
+                            f"row budget of {self.budget.rows} reached; the result has more rows",
+                            remedy="Raise budget.rows, add a LIMIT, or run it as a background job.",
+                            partial=True,
+                        )
+                    for col in json_cols:
+                        text = row.get(col)
+                        if isinstance(text, str):
+                            row[col] = json.loads(text)
+                    line = qo.row_line(row)
+                    if self.usage.bytes + len(line) > self.budget.bytes:
+                        raise QueryFailed(
+                            "budget_exceeded",
+                            f"result-bytes budget of {self.budget.bytes} reached",
+                            remedy="Raise budget.bytes, select fewer columns, or run it as a background job.",
+                            partial=True,
+                        )
+                    self.usage.rows += 1
+                    self.usage.bytes += len(line)
+                    yield line
+                _check_time(self.budget, self.usage, "streaming rows")
+        except QueryFailed as exc:
+            error = exc
+            truncated = exc.partial
+        yield qo.outcome_line(self._outcome(error, truncated))
+
+    def _outcome(self, error: QueryFailed | None, truncated: bool) -> qo.QueryOutcome:
+        status: qo.OutcomeStatus
+        if error is not None:
+            status = "partial" if truncated and self.usage.rows else "failed"
+        elif self.usage.pending_rows:
+            status = "partial"
+        else:
+            status = "complete"
+        reader = self.reader
+        snapshot = self.snapshot
+        if reader is not None:
+            snapshot = snapshot.model_copy(update={"lance_version": reader.lance_version})
+        private_bytes = reader.bytes_read if reader is not None else 0
+        b = self.budget
+        outcome = qo.QueryOutcome(
+            status=status,
+            snapshot=snapshot,
+            rows=self.usage.rows,
+            bytes=self.usage.bytes,
+            private_bytes_read=private_bytes,
+            elapsed_ms=self.usage.elapsed_ms(),
+            pending=qo.PendingCounts(
+                executions=self.usage.pending_executions, private_rows=self.usage.pending_rows
+            ),
+            unavailable=list(self.usage.unavailable),
+            budget=qo.BudgetReport(
+                wall_ms=qo.BudgetLine(limit=b.wall_ms, used=self.usage.elapsed_ms()),
+                rows=qo.BudgetLine(limit=b.rows, used=self.usage.rows),
+                bytes=qo.BudgetLine(limit=b.bytes, used=self.usage.bytes),
+                private_bytes=qo.BudgetLine(limit=b.private_bytes, used=private_bytes),
+            ),
+            error=(
+                qo.OutcomeError(code=error.code, message=error.message, remedy=error.remedy)
+                if error is not None
+                else None
+            ),
+        )
+        self.outcome = outcome
+        return outcome
+
+    # --- execution -----------------------------------------------------------------------------
+
+    def _run(self) -> pa.Table:
+        plan = self.plan
+        if not plan.private:
+            sql = with_row_limit(plan.resident_sql, self.budget.rows + 1)
+            return self.public.resident_query(sql, max_rows=self.budget.rows + 1)
+        cands = self.public.resident_query(plan.resident_sql, max_rows=self.candidate_cap + 1)
+        _check_time(self.budget, self.usage, "reading public candidates")
+        if plan.resident_capped and cands.num_rows > self.candidate_cap:
+            raise QueryFailed(
+                "query_too_expensive",
+                f"more than {self.candidate_cap} calls match the public filters of a private query",
+                remedy=JOBS_REMEDY + " Or narrow the function_name / started_at_ns filters.",
+            )
+        self.reader = reader = self._reader_factory()
+        execution_ids = cands["execution_id"].to_pylist()
+        indexed = reader.indexed_executions(execution_ids)
+        is_indexed = pc.is_in(cands["execution_id"], value_set=pa.array(sorted(indexed), pa.string()))
+        # Pending only where a value exists to wait for: a call without a captured value in the
+        # roles the query reads has nothing pending, its private fields are simply absent (NULL).
+        roles = sorted({r.role for r in plan.refs})
+        has_value = pc.equal(cands[f"{roles[0]}_state"], "available")
+        for role in roles[1:]:
+            has_value = pc.or_(has_value, pc.equal(cands[f"{role}_state"], "available"))
+        is_pending = pc.and_(pc.invert(is_indexed), pc.fill_null(has_value, False))
+        state = pc.if_else(is_pending, pa.scalar("pending"), pa.scalar("indexed"))
+        cands = cands.append_column(PRIVATE_STATE, state)
+
+        for f in plan.leaf_filters:
+            if f.op != "eq":
+                continue
+            assert f.path_text is not None
+            hits = reader.calls_with_key(f.role, exact_match_key(f.path_text, f.value))
+            keep = pc.or_(
+                pc.is_in(pair_keys(cands), value_set=pair_keys(hits)),
+                pc.equal(cands[PRIVATE_STATE], "pending"),
+            )
+            cands = cands.filter(keep)
+            _check_private(self.budget, reader)
+
+        ctx = SessionContext()
+        parts: list[pa.Table] = []
+        survivors = 0
+        chunk = _FIRST_CHUNK
+        start = 0
+        while start < cands.num_rows:
+            part = self._materialize(cands.slice(start, chunk), reader)
+            start += chunk
+            chunk = min(chunk * 2, _MAX_CHUNK)
+            parts.append(part)
+            _check_private(self.budget, reader)
+            _check_time(self.budget, self.usage, "reading private values")
+            if plan.early_limit is not None:
+                if plan.final_where_sql is None:
+                    survivors += part.num_rows
+                else:
+                    survivors += self._count_where(ctx, part)
+                if survivors >= plan.early_limit:
+                    break
+        if parts:
+            joined = pa.concat_tables(parts, promote_options="permissive")
+        else:
+            joined = self._materialize(cands, reader)
+        self.usage.unavailable = _lost_values(joined, sorted({r.role for r in plan.refs}))
+        pending = pc.equal(joined[PRIVATE_STATE], "pending")
+        if plan.aggregate:
+            # A group cannot hold a value it has not read: pending rows are reported, not grouped.
+            self.usage.pending_rows = int(pc.sum(pending).as_py() or 0)
+            self.usage.pending_executions = len(set(joined.filter(pending)["execution_id"].to_pylist()))
+            joined = joined.filter(pc.invert(pending))
+        result = self._final(ctx, joined)
+        if not plan.aggregate and PRIVATE_STATE in result.column_names:
+            out_pending = pc.equal(result[PRIVATE_STATE], "pending")
+            self.usage.pending_rows = int(pc.sum(out_pending).as_py() or 0)
+            if "execution_id" in result.column_names:
+                self.usage.pending_executions = len(
+                    set(result.filter(out_pending)["execution_id"].to_pylist())
+                )
+            else:
+                self.usage.pending_executions = 1 if self.usage.pending_rows else 0
+        return result
+
+    def _materialize(self, part: pa.Table, reader: PrivateReader) -> pa.Table:
+        execution_ids = part["execution_id"].to_pylist()
+        keys = pair_keys(part)
+        whole_roles = sorted({r.role for r in self.plan.refs if r.whole})
+        wholes = reader.whole_values(whole_roles, execution_ids) if whole_roles else None
+        for ref in self.plan.refs:
+            if ref.whole:
+                assert wholes is not None
+                idx = pc.index_in(keys, value_set=pair_keys(wholes))
+                column = pc.take(wholes[ref.role].cast(pa.large_string()), idx)
+            else:
+                leaves = reader.leaves(ref.role, ref.path_text, execution_ids)
+                idx = pc.index_in(keys, value_set=pair_keys(leaves))
+                column = _leaf_column(leaves, idx)
+            part = part.append_column(ref.column, column)
+        return part
+
+    def _count_where(self, ctx: SessionContext, part: pa.Table) -> int:
+        name = "__chunk"
+        ctx.register_record_batches(name, [part.to_batches()])
+        try:
+            where = self.plan.final_where_sql
+            sql = f'SELECT count(*) AS n FROM {name} AS "{self.plan.relation}" WHERE {where}'
+            out = ctx.sql_with_options(sql, _SQL_OPTIONS).to_arrow_table()
+        finally:
+            ctx.deregister_table(name)
+        return int(out["n"][0].as_py())
+
+    def _final(self, ctx: SessionContext, joined: pa.Table) -> pa.Table:
+        relation = self.plan.relation
+        assert relation is not None and self.plan.final_sql is not None
+        batches = joined.to_batches() or [pa.RecordBatch.from_pylist([], schema=joined.schema)]
+        ctx.register_record_batches(relation, [batches])
+        try:
+            df = ctx.sql_with_options(self.plan.final_sql, _SQL_OPTIONS)
+            return df.to_arrow_table()
+        except Exception as exc:  # DataFusion raises plain Exceptions for planning errors
+            raise QueryFailed(
+                "query_invalid",
+                "the coordinator could not evaluate the private part of the query: " + _first_line(str(exc)),
+                remedy="Use functions DataFusion supports on private fields (comparisons, LIKE, count, avg,"
+                " sum, min, max, ORDER BY, GROUP BY).",
+            ) from None
+        finally:
+            ctx.deregister_table(relation)
+
+
+def _lost_values(table: pa.Table, roles: list[str]) -> list[qo.Unavailable]:
+    """Values the rows read that were never captured (lost:<reason>), counted by role and reason."""
+    out: list[qo.Unavailable] = []
+    for role in roles:
+        counts = pc.value_counts(table[f"{role}_state"]).to_pylist() if table.num_rows else []
+        for item in sorted(counts, key=lambda c: str(c["values"])):
+            state = item["values"]
+            if isinstance(state, str) and state.startswith("lost:"):
+                out.append(qo.Unavailable(kind=f"{role}_value", count=int(item["counts"]), reason=state[5:]))
+    return out
+
+
+def _first_line(text: str) -> str:
+    # DataFusion errors quote the SQL, which can hold private literals: keep only the error kind.
+    head = text.splitlines()[0] if text else "error"
+    return head.split(":")[0][:120]
+
+
+def _leaf_column(leaves: pa.Table, idx: pa.Array) -> pa.Array:
+    """One typed column for a leaf path: numbers when every present leaf is a number, else text."""
+    numbers = leaves["number"]
+    strings = leaves["string"]
+    bools = leaves["bool"]
+    n_num = len(numbers) - numbers.null_count
+    n_str = len(strings) - strings.null_count
+    n_bool = len(bools) - bools.null_count
+    if n_num and not n_str and not n_bool:
+        return pc.take(numbers, idx)
+    if n_bool and not n_str and not n_num:
+        return pc.take(bools, idx)
+    text = pc.coalesce(
+        strings.cast(pa.large_string()),
+        pc.cast(numbers, pa.large_string()),
+        pc.cast(bools, pa.large_string()),
+    )
+    return pc.take(text, idx)
+
+
+def json_cell(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+__all__ = ["Budget", "PublicSource", "QueryFailed", "QueryRun", "value_json"]

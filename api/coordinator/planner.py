@@ -1,0 +1,576 @@
+"""The query planner: parse the user's SQL, split it into a public resident subquery and private work.
+
+Pure code, no I/O. Decision (docs/query.md): the user's SQL is ClickHouse SQL over the catalog's
+relations, plus private fields addressed with subscripts (``args['invoice']['id']``,
+``output['score']``, ``output['items'][1]`` with 1-based list indexes as in ClickHouse, i.e. the
+leaf path ``items[0]``).
+It is parsed once with sqlglot and rewritten:
+
+* a query with no private reference is sent whole to Boundary as the resident subquery (Boundary
+  reparses it, allow-lists relations and functions, injects the tenant scope);
+* a query with private references must read one relation that has private columns (``calls_v1``)
+  and no joins or subqueries. Its WHERE conjuncts that touch no private field become the resident
+  subquery's filter; the resident subquery selects only the public columns the query needs (plus
+  the call's identity and availability). Each private reference becomes a pseudo column
+  (``__p0``...) that the executor fills from Lance; the whole query, rewritten over those pseudo
+  columns, is then run by DataFusion over the joined rows (the *final* SQL). Private conjuncts of
+  supported shapes are also turned into :class:`LeafFilter` lookups so the executor prunes with
+  Lance's indexes before materialising anything.
+
+The resident SQL is checked to carry no private column and no literal from a private conjunct
+(:func:`_assert_no_private_leak`): a private literal never reaches Boundary.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Literal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from formats import catalog, value_json
+
+DIALECT = "clickhouse"
+FINAL_DIALECT = "postgres"  # DataFusion reads the generic/Postgres rendering
+PRIVATE_ROLES: dict[str, tuple[str, ...]] = {"calls_v1": ("args", "output", "error")}
+IDENTITY_COLUMNS = ("execution_id", "call_id")
+PRIVATE_STATE = "private_state"
+
+QueryClass = Literal[
+    "public",
+    "value_read",
+    "private_exact",
+    "private_substring",
+    "private_order",
+    "private_group",
+    "private_filter",
+    "private_projection",
+]
+
+
+class PlanError(Exception):
+    """The SQL cannot be planned; ``code`` is stable, ``remedy`` tells the caller what to do."""
+
+    code = "query_invalid"
+
+    def __init__(self, message: str, *, remedy: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.remedy = remedy
+        if code is not None:
+            self.code = code
+
+
+class StatementNotAllowed(PlanError):
+    code = "statement_not_allowed"
+
+
+class UnknownRelation(PlanError):
+    code = "unknown_relation"
+
+
+class UnsupportedQuery(PlanError):
+    code = "unsupported_query"
+
+
+@dataclass(frozen=True)
+class PrivateRef:
+    """One private field the query reads: a role's whole value (``path == ()``) or one leaf path."""
+
+    role: str
+    path: tuple[str | int, ...]
+    column: str
+
+    @property
+    def path_text(self) -> str:
+        return value_json.path_text(self.path)
+
+    @property
+    def whole(self) -> bool:
+        return not self.path
+
+
+@dataclass(frozen=True)
+class LeafFilter:
+    """A private conjunct the executor can answer from the leaf dataset's indexes.
+
+    ``op``: ``eq`` (exact match through the combined ``key`` column), ``contains`` (substring of a
+    string leaf; ``path_text`` None means any leaf of the role) or a numeric comparison.
+    """
+
+    role: str
+    path_text: str | None
+    op: Literal["eq", "contains", "lt", "le", "gt", "ge"]
+    value: str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    relation: str | None
+    query_class: QueryClass
+    resident_sql: str
+    final_sql: str | None = None
+    final_where_sql: str | None = None
+    # Result columns that hold a whole value's JSON rendering (emitted as JSON, not as text).
+    json_columns: tuple[str, ...] = ()
+    refs: tuple[PrivateRef, ...] = ()
+    leaf_filters: tuple[LeafFilter, ...] = ()
+    resident_columns: tuple[str, ...] = ()
+    # When candidates arrive in the query's own order and no private aggregate or ordering applies,
+    # the executor may stop once this many rows survived the private filters.
+    early_limit: int | None = None
+    resident_capped: bool = False
+    narrowed: bool = True
+    aggregate: bool = False
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def private(self) -> bool:
+        return bool(self.refs)
+
+    @property
+    def interactive(self) -> bool:
+        """False when the cost estimate exceeds what an interactive query may spend."""
+        return not self.private or self.narrowed
+
+
+# --- parsing -----------------------------------------------------------------------------------------
+
+
+def parse_select(sql: str) -> exp.Expression:
+    """One SELECT (or UNION of SELECTs); anything else is refused before it can run anywhere."""
+    if not sql or not sql.strip():
+        raise PlanError("empty query")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
+        raise PlanError(f"SQL does not parse{where}", code="sql_syntax") from None
+    if len(statements) != 1:
+        raise StatementNotAllowed(f"exactly one statement is allowed, got {len(statements)}")
+    root = statements[0]
+    if not isinstance(root, exp.Select | exp.SetOperation):
+        raise StatementNotAllowed(
+            f"only SELECT queries are allowed, got {root.key.upper()}",
+            remedy="Queries are read-only; write a SELECT over the catalog relations.",
+        )
+    for node in root.walk():
+        if isinstance(node, exp.Select) and any(node.args.get(a) for a in ("settings", "format", "into")):
+            raise StatementNotAllowed("SETTINGS, FORMAT and INTO clauses are not allowed")
+    return root
+
+
+def _relations_in(root: exp.Expression) -> list[exp.Table]:
+    ctes = {c.alias_or_name for c in root.find_all(exp.CTE)}
+    tables = []
+    for t in root.find_all(exp.Table):
+        if not isinstance(t.this, exp.Identifier):
+            raise UnknownRelation("table functions are not allowed")
+        if t.args.get("db") or t.args.get("catalog"):
+            raise UnknownRelation(f"qualified table names are not allowed ({t.sql(dialect=DIALECT)})")
+        if t.name in ctes:
+            continue
+        try:
+            rel = catalog.relation(t.name)
+        except KeyError:
+            raise UnknownRelation(
+                f"unknown relation {t.name!r}",
+                remedy=f"Query one of: {', '.join(catalog.PUBLIC_RELATIONS)}.",
+            ) from None
+        if rel.storage != "clickhouse":
+            raise UnknownRelation(
+                f"{t.name} is an internal private dataset; query its fields through calls_v1's "
+                "args, output and error columns"
+            )
+        tables.append(t)
+    return tables
+
+
+def _ref_of(node: exp.Expression, roles: tuple[str, ...]) -> tuple[str, tuple[str | int, ...]] | None:
+    """(role, path) when ``node`` is a private reference chain, else None."""
+    path: list[str | int] = []
+    cur = node
+    while isinstance(cur, exp.Bracket):
+        if len(cur.expressions) == 1 and isinstance(cur.expressions[0], exp.Neg):
+            # sqlglot stores ClickHouse's 1-based index 0-based: [0] arrives as -1.
+            raise UnsupportedQuery("list subscripts start at 1, as ClickHouse arrays do")
+        if len(cur.expressions) != 1 or not isinstance(cur.expressions[0], exp.Literal):
+            raise UnsupportedQuery("a private field subscript must be one string or integer literal")
+        lit = cur.expressions[0]
+        if lit.is_string:
+            path.append(value_json.escape_key(lit.this))
+        else:
+            try:
+                index = int(lit.this)
+            except ValueError:
+                raise UnsupportedQuery("a list subscript must be a non-negative integer") from None
+            if index < 0:
+                raise UnsupportedQuery("a list subscript must be a non-negative integer")
+            path.append(index)
+        cur = cur.this
+    if isinstance(cur, exp.Column) and cur.name in roles:
+        path.reverse()
+        return cur.name, tuple(path)
+    return None
+
+
+def _private_columns_of(relation: str) -> set[str]:
+    return {c.name for c in catalog.private_columns(relation)}
+
+
+def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    if node is None:
+        return []
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    if isinstance(node, exp.Paren):
+        return _conjuncts(node.this) if isinstance(node.this, exp.And) else [node]
+    return [node]
+
+
+def _literal_value(node: exp.Expression) -> str | int | float | bool | None:
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        v = _literal_value(node.this)
+        assert isinstance(v, int | float)
+        return -v
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return str(node.this)
+        text = str(node.this)
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+    raise ValueError("not a literal")
+
+
+def _is_literal(node: exp.Expression) -> bool:
+    try:
+        _literal_value(node)
+    except ValueError:
+        return False
+    return True
+
+
+_CMP: dict[type[exp.Expression], tuple[str, str]] = {
+    exp.GT: ("gt", "lt"),
+    exp.GTE: ("ge", "le"),
+    exp.LT: ("lt", "gt"),
+    exp.LTE: ("le", "ge"),
+}
+
+
+def _leaf_filter(cond: exp.Expression, refs: dict[str, PrivateRef]) -> LeafFilter | None:
+    """A Lance-answerable form of a private conjunct, or None (then only DataFusion evaluates it)."""
+
+    def ref_of(node: exp.Expression) -> PrivateRef | None:
+        if isinstance(node, exp.Column) and node.name in refs:
+            return refs[node.name]
+        return None
+
+    if isinstance(cond, exp.EQ):
+        for a, b in ((cond.this, cond.expression), (cond.expression, cond.this)):
+            ref = ref_of(a)
+            if ref is not None and not ref.whole and _is_literal(b):
+                value = _literal_value(b)
+                if value is None:
+                    return None
+                return LeafFilter(ref.role, ref.path_text, "eq", value)
+    if isinstance(cond, exp.Like):
+        ref = ref_of(cond.this)
+        pattern = cond.expression
+        if ref is not None and isinstance(pattern, exp.Literal) and pattern.is_string:
+            text = str(pattern.this)
+            inner = text[1:-1] if len(text) >= 2 and text.startswith("%") and text.endswith("%") else None
+            if inner and not any(ch in inner for ch in "%_\\"):
+                return LeafFilter(ref.role, None if ref.whole else ref.path_text, "contains", inner)
+    for kind, (op, flipped) in _CMP.items():
+        if isinstance(cond, kind):
+            for a, b, o in ((cond.this, cond.expression, op), (cond.expression, cond.this, flipped)):
+                ref = ref_of(a)
+                if ref is not None and not ref.whole and _is_literal(b):
+                    value = _literal_value(b)
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        return LeafFilter(ref.role, ref.path_text, o, value)  # type: ignore[arg-type]
+    return None
+
+
+_NARROWING_COLUMNS = {"call_id", "execution_id", "function_name", "started_at_ns", "ended_at_ns"}
+
+
+def _narrows(cond: exp.Expression) -> bool:
+    """A public conjunct that bounds the candidate set: an id, a function, or a time window."""
+    cols = {c.name for c in cond.find_all(exp.Column)}
+    if not cols & _NARROWING_COLUMNS:
+        return False
+    return isinstance(cond, exp.EQ | exp.In | exp.GT | exp.GTE | exp.LT | exp.LTE | exp.Between)
+
+
+def _has_aggregate(select: exp.Select) -> bool:
+    if select.args.get("group") or select.args.get("having") or select.args.get("distinct"):
+        return True
+    return any(isinstance(n, exp.AggFunc) for e in select.expressions for n in e.walk())
+
+
+def _final_count_star(root: exp.Expression) -> None:
+    # ClickHouse's count() with no argument; DataFusion wants count(*).
+    for node in list(root.find_all(exp.Count)):
+        if node.this is None and not node.expressions:
+            node.set("this", exp.Star())
+
+
+def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
+    """Plan ``sql``. ``candidate_cap``: the most public rows a private query may pull from Boundary."""
+    root = parse_select(sql)
+    tables = _relations_in(root)
+    names = {t.name for t in tables}
+
+    # Find private references anywhere in the statement.
+    refs: dict[tuple[str, tuple[str | int, ...]], PrivateRef] = {}
+    private_cols = {name: _private_columns_of(name) for name in names}
+    roles_all = tuple(sorted({r for n in names for r in PRIVATE_ROLES.get(n, ())}))
+    found: list[tuple[exp.Expression, str, tuple[str | int, ...]]] = []
+    for node in list(root.walk()):
+        if (
+            isinstance(node, exp.Bracket)
+            and isinstance(node.parent, exp.Bracket)
+            and node.parent.this is node
+        ):
+            continue  # inner link of a chain: the outermost bracket is handled
+        if isinstance(node, exp.Column) and isinstance(node.parent, exp.Bracket) and node.parent.this is node:
+            continue
+        if isinstance(node, exp.Bracket | exp.Column):
+            hit = _ref_of(node, roles_all) if roles_all else None
+            if hit is not None:
+                found.append((node, hit[0], hit[1]))
+            elif isinstance(node, exp.Column):
+                for rel_name, cols in private_cols.items():
+                    if node.name in cols and node.name not in roles_all:
+                        raise UnsupportedQuery(
+                            f"private column {rel_name}.{node.name} is not queryable in this version",
+                            remedy="Query args, output and error of calls_v1.",
+                        )
+    if not found:
+        return QueryPlan(
+            relation=next(iter(names)) if len(names) == 1 else None,
+            query_class="public",
+            resident_sql=root.sql(dialect=DIALECT),
+        )
+
+    if not isinstance(root, exp.Select):
+        raise UnsupportedQuery("UNION over private fields is not supported; run each part separately")
+    if len(tables) != 1 or root.args.get("joins") or root.find(exp.CTE) or root.find(exp.Subquery):
+        raise UnsupportedQuery(
+            "a query over private fields reads one relation (calls_v1) with no joins or subqueries",
+            remedy="Filter calls_v1 directly; join public relations in a separate public query.",
+        )
+    relation = tables[0].name
+    roles = PRIVATE_ROLES.get(relation, ())
+    for _node, role, path in found:
+        if role not in roles:
+            raise UnsupportedQuery(f"{relation} has no private field {role}")
+        key = (role, path)
+        if key not in refs:
+            refs[key] = PrivateRef(role, path, f"__p{len(refs)}")
+
+    final = copy.deepcopy(root)
+    # A bare private field in the select list keeps its written name as the result column.
+    for i, item in enumerate(list(final.expressions)):
+        if isinstance(item, exp.Bracket | exp.Column) and _ref_of(item, roles) is not None:
+            final.expressions[i] = exp.alias_(item, item.sql(dialect=DIALECT), quoted=True)
+    for node in list(final.walk()):
+        if isinstance(node, exp.Bracket | exp.Column):
+            if isinstance(node.parent, exp.Bracket) and node.parent.this is node:
+                continue
+            hit = _ref_of(node, roles)
+            if hit is not None:
+                node.replace(exp.column(refs[hit].column))
+    by_column = {r.column: r for r in refs.values()}
+    # Select aliases whose expression reads a private field count as private where they are used.
+    private_aliases = {
+        e.alias
+        for e in final.expressions
+        if isinstance(e, exp.Alias) and any(c.name in by_column for c in e.find_all(exp.Column))
+    }
+
+    where = final.args.get("where")
+    conds = _conjuncts(where.this if where is not None else None)
+    public_conds: list[exp.Expression] = []
+    private_conds: list[exp.Expression] = []
+    for cond in conds:
+        uses_private = any(c.name in by_column for c in cond.find_all(exp.Column))
+        (private_conds if uses_private else public_conds).append(cond)
+    leaf_filters = tuple(f for f in (_leaf_filter(c, by_column) for c in private_conds) if f is not None)
+
+    aggregate = _has_aggregate(final)
+    order = final.args.get("order")
+    order_private = order is not None and any(
+        c.name in by_column or c.name in private_aliases
+        for o in order.expressions
+        for c in o.find_all(exp.Column)
+    )
+    limit_node = final.args.get("limit")
+    offset_node = final.args.get("offset")
+    limit = _int_of(limit_node.expression) if limit_node is not None else None
+    offset = _int_of(offset_node.expression) if offset_node is not None else 0
+
+    # Public columns the final stage needs (everything referenced, minus pseudo and alias names).
+    aliases = {e.alias for e in final.expressions if isinstance(e, exp.Alias)}
+    pub_names = {c.name for c in catalog.relation(relation).columns if c.visibility == "public"}
+    needed = {c.name for c in final.find_all(exp.Column) if c.name not in by_column}
+    unknown = sorted(n for n in needed - pub_names - aliases)
+    if unknown:
+        raise UnsupportedQuery(f"unknown column(s) of {relation}: {', '.join(unknown)}")
+    if any(isinstance(e, exp.Star) for e in final.expressions):
+        needed |= pub_names - {"tenant_id", "project_id", "environment_id", "generation", "row_id"}
+    needed &= pub_names
+    needed |= set(IDENTITY_COLUMNS) | {f"{r.role}_state" for r in refs.values()}
+    resident_columns = tuple(sorted(needed))
+
+    resident = exp.select(*[exp.column(c) for c in resident_columns]).from_(exp.to_table(relation))
+    if public_conds:
+        resident = resident.where(exp.and_(*[copy.deepcopy(c) for c in public_conds]))
+    early_limit: int | None = None
+    capped = False
+    pushable_order = order is not None and not order_private and not aggregate
+    if pushable_order:
+        assert order is not None
+        resident.set("order", copy.deepcopy(order))
+    if not aggregate and not order_private and limit is not None and (order is None or pushable_order):
+        early_limit = limit + (offset or 0)
+        if not private_conds:
+            resident = resident.limit(early_limit)
+    if resident.args.get("limit") is None:
+        resident = resident.limit(candidate_cap + 1)
+        capped = True
+    resident_sql = resident.sql(dialect=DIALECT)
+    _assert_no_private_leak(resident, list(refs.values()), public_conds, private_conds)
+
+    # Pending rows never vanish behind a private filter: they pass it and carry private_state.
+    if private_conds and not aggregate:
+        new_where: list[exp.Expression] = list(public_conds)
+        for cond in private_conds:
+            new_where.append(
+                exp.Paren(
+                    this=exp.or_(
+                        copy.deepcopy(cond), exp.column(PRIVATE_STATE).eq(exp.Literal.string("pending"))
+                    )
+                )
+            )
+        final.set("where", exp.Where(this=exp.and_(*new_where)))
+    if not aggregate and not any(isinstance(e, exp.Star) for e in final.expressions):
+        final.select(exp.column(PRIVATE_STATE), copy=False)
+    _final_count_star(final)
+    final_sql = final.sql(dialect=FINAL_DIALECT)
+    final_where = final.args.get("where")
+    final_where_sql = final_where.this.sql(dialect=FINAL_DIALECT) if final_where is not None else None
+    whole_columns = {r.column for r in refs.values() if r.whole}
+    json_columns = []
+    for item in final.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(inner, exp.Column) and inner.name in whole_columns:
+            json_columns.append(item.alias_or_name)
+
+    public_narrowing = any(_narrows(c) for c in public_conds)
+    exact = any(f.op == "eq" for f in leaf_filters)
+    narrowed = public_narrowing or (exact and limit is not None)
+    ids = any(
+        isinstance(c, exp.EQ) and {x.name for x in c.find_all(exp.Column)} & {"call_id", "execution_id"}
+        for c in public_conds
+    )
+    qclass: QueryClass
+    group = final.args.get("group")
+    group_exprs = list(group.expressions) if group is not None else []
+    if aggregate and any(
+        c.name in by_column or c.name in private_aliases for g in group_exprs for c in g.find_all(exp.Column)
+    ):
+        qclass = "private_group"
+    elif exact:
+        qclass = "private_exact"
+    elif any(f.op == "contains" for f in leaf_filters) or any(isinstance(c, exp.Like) for c in private_conds):
+        qclass = "private_substring"
+    elif order_private:
+        qclass = "private_order"
+    elif private_conds:
+        qclass = "private_filter"
+    elif ids:
+        qclass = "value_read"
+    else:
+        qclass = "private_projection"
+    reasons: list[str] = []
+    if not narrowed:
+        reasons.append(
+            "no filter on call_id, execution_id, function_name or a time window bounds the candidates"
+        )
+    return QueryPlan(
+        relation=relation,
+        query_class=qclass,
+        resident_sql=resident_sql,
+        final_sql=final_sql,
+        final_where_sql=final_where_sql,
+        json_columns=tuple(json_columns),
+        refs=tuple(refs.values()),
+        leaf_filters=leaf_filters,
+        resident_columns=resident_columns,
+        early_limit=early_limit,
+        resident_capped=capped,
+        narrowed=narrowed,
+        aggregate=aggregate,
+        reasons=tuple(reasons),
+    )
+
+
+def _int_of(node: exp.Expression | None) -> int:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            value = int(node.this)
+        except ValueError:
+            value = -1
+        if value >= 0:
+            return value
+    raise UnsupportedQuery("LIMIT and OFFSET must be non-negative integer literals")
+
+
+def _assert_no_private_leak(
+    resident: exp.Expression,
+    refs: list[PrivateRef],
+    public_conds: list[exp.Expression],
+    private_conds: list[exp.Expression],
+) -> None:
+    """Defence in depth: no private column, and no literal that only a private conjunct carries."""
+    private_names = {"args", "output", "error", *(r.column for r in refs)}
+    for col in resident.find_all(exp.Column):
+        if col.name in private_names or col.name.startswith("__p"):
+            raise AssertionError("private column in resident SQL")
+    public_texts = {str(lit.this) for c in public_conds for lit in c.find_all(exp.Literal)}
+    resident_texts = {str(lit.this) for lit in resident.find_all(exp.Literal) if lit.is_string}
+    for cond in private_conds:
+        for lit in cond.find_all(exp.Literal):
+            if lit.is_string and str(lit.this) in resident_texts and str(lit.this) not in public_texts:
+                raise AssertionError("private literal in resident SQL")
+
+
+def with_row_limit(resident_sql: str, limit: int) -> str:
+    """The resident SQL returning at most ``limit`` rows (so a row budget truncates, never fails)."""
+    root = sqlglot.parse_one(resident_sql, read=DIALECT)
+    if isinstance(root, exp.Select):
+        current = root.args.get("limit")
+        if current is not None:
+            try:
+                if _int_of(current.expression) <= limit:
+                    return resident_sql
+            except UnsupportedQuery:
+                pass
+        return root.limit(limit).sql(dialect=DIALECT)
+    wrapped = exp.select("*").from_(
+        exp.Subquery(this=root, alias=exp.TableAlias(this=exp.to_identifier("q")))
+    )
+    return wrapped.limit(limit).sql(dialect=DIALECT)

@@ -1,0 +1,191 @@
+"""Reads of the customer's Lance datasets for one query, every read at the query's bound versions.
+
+Binding: :meth:`PrivateReader.bind` opens each dataset once at its latest committed version; the
+projector commits the ``projected_executions`` ledger last, so an execution with a ledger row at
+the bound ledger version has all of its private rows in the bound versions of the other datasets
+(activities/lance_store.py). The ledger version is the snapshot's ``lance_version``; an execution
+without a ledger row is *pending* for this query, whatever the other datasets hold.
+
+Every read counts the Arrow bytes it returned (``private_bytes_read``, the budget's private bytes).
+Values leave this module only to the query that asked; nothing here logs a value.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from activities.lance_store import LEDGER, LanceStore
+from formats.object_keys import Scope
+
+_IN_CHUNK = 2000
+LEAF_COLUMNS = ["execution_id", "call_id", "string", "number", "bool"]
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _in_list(values: Iterable[str]) -> str:
+    return ", ".join(_sql_str(v) for v in values)
+
+
+class _LedgerCache:
+    """Indexed root ids per (dataset uri, version, generation): a bound version never changes."""
+
+    def __init__(self, max_entries: int = 8) -> None:
+        self._data: dict[tuple[str, int, int], frozenset[str]] = {}
+        self._lock = threading.Lock()
+        self._max = max_entries
+
+    def get(self, key: tuple[str, int, int]) -> frozenset[str] | None:
+        with self._lock:
+            return self._data.get(key)
+
+    def put(self, key: tuple[str, int, int], value: frozenset[str]) -> None:
+        with self._lock:
+            if len(self._data) >= self._max:
+                self._data.pop(next(iter(self._data)))
+            self._data[key] = value
+
+
+LEDGER_CACHE = _LedgerCache()
+
+
+@dataclass
+class PrivateReader:
+    scope: Scope
+    generation: int
+    datasets: dict[str, lance.LanceDataset | None]
+    ledger_uri: str
+    bytes_read: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def bind(cls, store: LanceStore, scope: Scope, generation: int) -> PrivateReader:
+        # The ledger first: anything it lists is already in the later-opened datasets.
+        names = (LEDGER, "calls_v1", "value_leaves_v1")
+        opened = {name: store.open(scope, name) for name in names}
+        return cls(scope, generation, opened, store.uri(scope, LEDGER))
+
+    @property
+    def lance_version(self) -> int | None:
+        ds = self.datasets.get(LEDGER)
+        return ds.version if ds is not None else None
+
+    def versions(self) -> dict[str, int]:
+        return {name: ds.version for name, ds in self.datasets.items() if ds is not None}
+
+    def _count(self, table: pa.Table) -> pa.Table:
+        with self._lock:
+            self.bytes_read += table.nbytes
+        return table
+
+    # --- ledger --------------------------------------------------------------------------------
+
+    def indexed_executions(self, execution_ids: list[str]) -> set[str]:
+        """The subset of ``execution_ids`` whose private rows are in the bound version."""
+        ds = self.datasets.get(LEDGER)
+        if ds is None or not execution_ids:
+            return set()
+        unique = sorted(set(execution_ids))
+        key = (self.ledger_uri, ds.version, self.generation)
+        cached = LEDGER_CACHE.get(key)
+        if cached is not None:
+            return {e for e in unique if e in cached}
+        if len(unique) > 20_000:
+            # Large candidate sets: read the generation's roots once; later queries at this version reuse it.
+            table = self._count(
+                ds.to_table(columns=["root_id"], filter=f"generation = {int(self.generation)}")
+            )
+            roots = frozenset(table["root_id"].to_pylist())
+            LEDGER_CACHE.put(key, roots)
+            return {e for e in unique if e in roots}
+        found: set[str] = set()
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start : start + _IN_CHUNK]
+            table = self._count(
+                ds.to_table(
+                    columns=["root_id"],
+                    filter=f"generation = {int(self.generation)} AND root_id IN ({_in_list(chunk)})",
+                )
+            )
+            found.update(table["root_id"].to_pylist())
+        return found
+
+    # --- leaves --------------------------------------------------------------------------------
+
+    def calls_with_key(self, role: str, key: str) -> pa.Table:
+        """(execution_id, call_id) of leaves whose combined ``path=value`` key equals ``key``."""
+        ds = self.datasets.get("value_leaves_v1")
+        if ds is None:
+            return pa.table({"execution_id": pa.array([], pa.string()), "call_id": pa.array([], pa.string())})
+        return self._count(
+            ds.to_table(
+                columns=["execution_id", "call_id"],
+                filter=f"key = {_sql_str(key)} AND role = {_sql_str(role)}",
+            )
+        )
+
+    def leaves(self, role: str, path_text: str, execution_ids: list[str]) -> pa.Table:
+        """Leaf rows at ``path_text`` of ``role`` for the calls of these executions."""
+        ds = self.datasets.get("value_leaves_v1")
+        if ds is None or not execution_ids:
+            return pa.table({c: pa.array([], t) for c, t in _LEAF_TYPES.items()})
+        parts = []
+        unique = sorted(set(execution_ids))
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start : start + _IN_CHUNK]
+            parts.append(
+                self._count(
+                    ds.to_table(
+                        columns=LEAF_COLUMNS,
+                        filter=(
+                            f"execution_id IN ({_in_list(chunk)}) AND role = {_sql_str(role)}"
+                            f" AND path = {_sql_str(path_text)}"
+                        ),
+                    )
+                )
+            )
+        return pa.concat_tables(parts).cast(pa.schema(list(_LEAF_TYPES.items())))
+
+    # --- whole values --------------------------------------------------------------------------
+
+    def whole_values(self, roles: list[str], execution_ids: list[str]) -> pa.Table:
+        """(execution_id, call_id, <role>...) JSON renderings from the private part of calls_v1."""
+        columns = ["execution_id", "call_id", *roles]
+        ds = self.datasets.get("calls_v1")
+        if ds is None or not execution_ids:
+            return pa.table(
+                {
+                    c: pa.array([], pa.string() if c in ("execution_id", "call_id") else pa.large_string())
+                    for c in columns
+                }
+            )
+        parts = []
+        unique = sorted(set(execution_ids))
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start : start + _IN_CHUNK]
+            parts.append(
+                self._count(ds.to_table(columns=columns, filter=f"execution_id IN ({_in_list(chunk)})"))
+            )
+        return pa.concat_tables(parts)
+
+
+_LEAF_TYPES: dict[str, pa.DataType] = {
+    "execution_id": pa.string(),
+    "call_id": pa.string(),
+    "string": pa.large_string(),
+    "number": pa.float64(),
+    "bool": pa.bool_(),
+}
+
+
+def pair_keys(table: pa.Table) -> pa.Array:
+    """One string per (execution_id, call_id), for set membership across tables."""
+    return pc.binary_join_element_wise(table["execution_id"], table["call_id"], "\x1f")

@@ -1,0 +1,125 @@
+"""The pure planner: splitting, no private literal in resident SQL, classification, rejections."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from api.coordinator.planner import (
+    LeafFilter,
+    PlanError,
+    StatementNotAllowed,
+    UnknownRelation,
+    UnsupportedQuery,
+    plan_query,
+)
+from api.coordinator.query_classes import PRIVATE_CLASSES, PUBLIC_CLASSES, ClassParams, class_sql
+
+PARAMS = ClassParams(
+    now_ns=1_800_000_000_000_000_000,
+    window_start_ns=1_799_000_000_000_000_000,
+    window_end_ns=1_800_000_000_000_000_001,
+    root_function="invoices.ProcessInvoice",
+    llm_function="support.llm.ClassifyTicket",
+    execution_id="ab" * 32,
+    call_id="baml_call_1_x",
+    invoice_id="INV-1042",
+    needle="返金",
+)
+SQL = class_sql(PARAMS)
+
+
+def test_q9_resident_sql_carries_no_private_literal_or_column() -> None:
+    plan = plan_query(SQL["Q9"])
+    assert plan.query_class == "private_exact"
+    assert "INV-1042" not in plan.resident_sql
+    assert "['invoice']" not in plan.resident_sql and "args[" not in plan.resident_sql
+    tree = sqlglot.parse_one(plan.resident_sql, read="clickhouse")
+    assert {c.name for c in tree.find_all(exp.Column)} <= {
+        "args_state", "call_id", "execution_id", "function_name", "started_at_ns"
+    }  # fmt: skip
+    assert "invoices.ProcessInvoice" in plan.resident_sql  # public filters do go to Boundary
+    assert plan.leaf_filters == (LeafFilter("args", "invoice.id", "eq", "INV-1042"),)
+    # The private conjunct stays in the coordinator's final SQL, and pending rows pass it.
+    assert plan.final_sql is not None and "'INV-1042'" in plan.final_sql
+    assert "private_state = 'pending'" in plan.final_sql
+
+
+@pytest.mark.parametrize("name", PRIVATE_CLASSES)
+def test_no_private_literal_reaches_boundary(name: str) -> None:
+    plan = plan_query(SQL[name])
+    for secret in ("INV-1042", "返金", "score", "tier", "args[", "output[", "error,"):
+        assert secret not in plan.resident_sql
+    assert plan.private and plan.interactive
+
+
+@pytest.mark.parametrize("name", PUBLIC_CLASSES)
+def test_public_classes_go_to_boundary_whole(name: str) -> None:
+    plan = plan_query(SQL[name])
+    assert plan.query_class == "public" and not plan.private and plan.final_sql is None
+
+
+@pytest.mark.parametrize(
+    ("name", "klass"),
+    [("Q8", "value_read"), ("Q9", "private_exact"), ("Q10", "private_substring"),
+     ("Q11", "private_order"), ("Q12", "private_group")],
+)  # fmt: skip
+def test_classification(name: str, klass: str) -> None:
+    assert plan_query(SQL[name]).query_class == klass
+
+
+def test_substring_search_stops_early_in_public_order() -> None:
+    plan = plan_query(SQL["Q10"])
+    assert plan.early_limit == 50
+    assert "ORDER BY started_at_ns DESC" in plan.resident_sql
+    assert plan.leaf_filters == (LeafFilter("output", None, "contains", "返金"),)
+
+
+def test_private_order_reads_every_candidate_under_a_cap() -> None:
+    plan = plan_query(SQL["Q11"], candidate_cap=1000)
+    assert plan.early_limit is None and plan.resident_capped
+    assert plan.resident_sql.endswith("LIMIT 1001")
+
+
+def test_unbounded_private_query_is_not_interactive() -> None:
+    plan = plan_query("SELECT call_id FROM calls_v1 WHERE output LIKE '%refund%'")
+    assert not plan.interactive and plan.reasons
+
+
+def test_subscripts_build_leaf_paths() -> None:
+    plan = plan_query(
+        "SELECT output['items'][1]['sku'] AS sku, args['odd key'] FROM calls_v1 WHERE call_id = 'c'"
+    )
+    assert {r.path_text for r in plan.refs} == {"items[0].sku", '["odd key"]'}
+    assert plan.query_class == "value_read"
+
+
+@pytest.mark.parametrize(
+    ("sql", "error", "code"),
+    [
+        ("DROP TABLE calls_v1", StatementNotAllowed, "statement_not_allowed"),
+        ("INSERT INTO calls_v1 (call_id) VALUES ('x')", StatementNotAllowed, "statement_not_allowed"),
+        ("ALTER TABLE calls_v1 DELETE WHERE 1", StatementNotAllowed, "statement_not_allowed"),
+        ("SET max_threads = 1", StatementNotAllowed, "statement_not_allowed"),
+        ("SELECT 1; SELECT 2", StatementNotAllowed, "statement_not_allowed"),
+        ("SELECT * FROM system.tables", UnknownRelation, "unknown_relation"),
+        ("SELECT * FROM url('http://x', CSV)", UnknownRelation, "unknown_relation"),
+        ("SELECT * FROM nowhere", UnknownRelation, "unknown_relation"),
+        ("SELECT body FROM values_v1", UnknownRelation, "unknown_relation"),
+        ("SELECT source_span FROM errors_v1", UnsupportedQuery, "unsupported_query"),
+        ("SELECT args FROM calls_v1 c JOIN threads_v1 t ON c.execution_id = t.execution_id", UnsupportedQuery,
+         "unsupported_query"),
+        ("SELECT args FROM calls_v1 UNION ALL SELECT output FROM calls_v1", UnsupportedQuery,
+         "unsupported_query"),
+        ("SELECT args[x] FROM calls_v1", UnsupportedQuery, "unsupported_query"),
+        ("SELECT (", PlanError, "sql_syntax"),
+        ("SELECT output['items'][0] FROM calls_v1", UnsupportedQuery, "unsupported_query"),
+        ("", PlanError, "query_invalid"),
+    ],
+)  # fmt: skip
+def test_rejections(sql: str, error: type[PlanError], code: str) -> None:
+    with pytest.raises(error) as info:
+        plan_query(sql)
+    assert info.value.code == code
+    assert "x'" not in info.value.message or "url" in sql  # messages name constructs, not values
