@@ -45,6 +45,7 @@ from worker.stack.health_workflow import HealthCheckWorkflow, health_check_activ
 from workflows import ids
 from workflows.erasure import ErasureWorkflow
 from workflows.maintenance import WORKFLOWS, IndexAndCompactWorkflow, SweepWorkflow
+from workflows.query_job import QueryJobWorkflow
 
 log = logging.getLogger("baml_studio.temporal_worker")
 
@@ -142,6 +143,17 @@ async def ensure_schedules(
     return created
 
 
+def query_job_activities() -> list[Any]:
+    """Background query jobs run the coordinator's plan in this worker (docs/query.md)."""
+    from activities.query_job import QueryJobActivities
+    from api.coordinator.runtime import CoordinatorRuntime
+    from api.coordinator.settings import CoordinatorSettings
+
+    runtime = CoordinatorRuntime(CoordinatorSettings())
+    acts = QueryJobActivities(runtime, runtime.s3, runtime.settings.bucket)
+    return [acts.run_query_job, acts.delete_query_job_result]
+
+
 def build_worker(
     client: Client,
     task_queue: str,
@@ -154,7 +166,7 @@ def build_worker(
     activities: list[Any] = [health_check_activity]
     executor = None
     if projection_activities:
-        workflows += [*WORKFLOWS, ErasureWorkflow]
+        workflows += [*WORKFLOWS, ErasureWorkflow, QueryJobWorkflow]
         activities += projection_activities
         executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="activity")
     return Worker(
@@ -189,6 +201,7 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
             boundary=acts.sink.client,  # type: ignore[attr-defined]
             lance=acts.lance,
         ).activities()
+        projection += query_job_activities()
         names = await ensure_schedules(client, settings.task_queue, identity, ps)
         log.info("schedules ensured: %d", len(names))
     worker = build_worker(client, settings.task_queue, projection)
