@@ -88,7 +88,7 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _print_result(rows: list[dict[str, Any]], outcome: qo.QueryOutcome) -> None:
+def print_result(rows: list[dict[str, Any]], outcome: qo.QueryOutcome) -> None:
     if rows:
         table = Table(show_lines=False)
         columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -154,7 +154,7 @@ def _fetch_result(t: Target, job_id: str, *, ndjson: bool) -> None:
             err_console.print(f"[red]incomplete result[/red]: {type(exc).__name__}")
             raise typer.Exit(EXIT_INCOMPLETE) from None
     if not ndjson:
-        _print_result(result.rows, result.outcome)
+        print_result(result.rows, result.outcome)
 
 
 def query(
@@ -220,7 +220,7 @@ def query(
             )
             raise typer.Exit(EXIT_INCOMPLETE) from None
     if not ndjson:
-        _print_result(result.rows, result.outcome)
+        print_result(result.rows, result.outcome)
     if result.outcome.status == "failed":
         raise typer.Exit(1)
 
