@@ -25,6 +25,7 @@ _AREAS = [
     "worker.cli_inspect",  # inspect
     "worker.cli_publish",  # publish
     "worker.cli_query",  # query, jobs
+    "worker.cli_erase",  # erase
     "worker.cli_demo",  # demo (the README's first command)
 ]
 

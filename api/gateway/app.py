@@ -1,5 +1,5 @@
 """The data-plane gateway's FastAPI app: ``GET /healthz`` and the publisher's two endpoints,
-``GET /v1/publisher/config`` and ``POST /v1/uploads/authorize`` (erasures arrive in a later issue).
+``GET /v1/publisher/config`` and ``POST /v1/uploads/authorize`` and the erasure endpoints (docs/erasure.md).
 
 Every error is ``application/problem+json`` (``api.common.errors``). The guide's status table
 says a malformed authorize request is a 400, so request validation renders 400 here (not the
@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.common.errors import BadRequest, PayloadTooLarge, install_error_handlers, problem_response
 from api.common.request_id import RequestIdMiddleware
-from api.gateway import routes
+from api.gateway import routes, routes_erasures
 from api.gateway.runtime import GatewayRuntime
 from api.gateway.settings import GatewaySettings, get_settings
 from formats import boundary_wire as bw
@@ -81,12 +81,14 @@ def _openapi(app: FastAPI) -> Any:
         components = schema.setdefault("components", {})
         components.setdefault("schemas", {})["Problem"] = bw.Problem.model_json_schema()
         components["securitySchemes"] = {
-            "PublisherToken": {"type": "http", "scheme": "bearer", "description": "bst_pub_ token"}
+            "PublisherToken": {"type": "http", "scheme": "bearer", "description": "bst_pub_ token"},
+            "UserToken": {"type": "http", "scheme": "bearer", "description": "bst_usr_ token with erasure"},
         }
         for path, item in schema.get("paths", {}).items():
             if path.startswith("/v1/"):
+                scheme = "UserToken" if path.startswith("/v1/erasures") else "PublisherToken"
                 for op in item.values():
-                    op["security"] = [{"PublisherToken": []}]
+                    op["security"] = [{scheme: []}]
         app.openapi_schema = schema
         return schema
 
@@ -118,6 +120,7 @@ def create_app(settings: GatewaySettings | None = None, runtime: GatewayRuntime 
         return Health(status="ok", service="gateway")
 
     app.include_router(routes.router)
+    app.include_router(routes_erasures.router)
     return app
 
 

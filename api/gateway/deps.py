@@ -1,15 +1,28 @@
-"""FastAPI dependencies of the gateway: the runtime and the authenticated, rate-limited publisher."""
+"""FastAPI dependencies of the gateway: the runtime, the authenticated, rate-limited publisher,
+the erasure caller (a user token with the ``erasure`` permission) and the Temporal client."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
+from temporalio.client import Client as TemporalClient
 
-from api.common.auth import bearer_token, hash_token
-from api.common.errors import TooManyRequests
-from api.gateway.publisher_auth import PublisherIdentity, authenticate_publisher
+from api.common.auth import TokenKind, bearer_token, hash_token
+from api.common.errors import Forbidden, ServiceUnavailable, TooManyRequests, Unauthenticated
+from api.gateway.publisher_auth import (
+    _BOUNDARY_FAILURES,
+    PublisherIdentity,
+    _boundary_failed,
+    authenticate_publisher,
+)
 from api.gateway.runtime import GatewayRuntime
+from formats.object_keys import InvalidKeyError, Scope
+
+_log = logging.getLogger(__name__)
 
 
 class RateLimited(TooManyRequests):
@@ -44,3 +57,80 @@ def get_publisher(
 
 
 Publisher = Annotated[PublisherIdentity, Depends(get_publisher)]
+
+
+# --- erasures ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErasureCaller:
+    """A user token with the ``erasure`` permission, bound to one environment."""
+
+    token_id: str
+    scope: Scope
+
+
+def get_erasure_caller(
+    runtime: Runtime, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+) -> ErasureCaller:
+    token = bearer_token(authorization)
+    decision = runtime.limiter.acquire(hash_token(token))
+    if not decision.allowed:
+        raise RateLimited(decision.retry_after_header)
+    try:
+        info = runtime.boundary.introspect_token(token)
+    except _BOUNDARY_FAILURES as exc:
+        raise _boundary_failed("validate the token", exc) from None
+    if not info.active:
+        # Unknown, expired, revoked and other tenants' tokens look alike on purpose.
+        raise Unauthenticated(
+            "token is unknown, expired or revoked",
+            code="token_inactive",
+            remedy="Sign in again or issue a new user token.",
+        )
+    if info.kind != TokenKind.USER.value or "erasure" not in info.permissions:
+        raise Forbidden(
+            "erasures need a user token with the erasure permission",
+            code="token_not_for_erasure",
+            remedy="Ask an admin of the environment for a user token with the erasure permission.",
+        )
+    if not (info.tenant_id and info.project_id and info.environment_id):
+        raise Forbidden(
+            "the token is not bound to one environment",
+            code="token_without_environment",
+            remedy="Issue a user token for the environment whose data you want to erase.",
+        )
+    try:
+        scope = Scope(info.tenant_id, info.project_id, info.environment_id)
+    except InvalidKeyError:
+        raise Forbidden("the token's scope has no data here", code="scope_invalid") from None
+    return ErasureCaller(info.token_id or "", scope)
+
+
+EraseCaller = Annotated[ErasureCaller, Depends(get_erasure_caller)]
+
+
+async def get_temporal(request: Request) -> TemporalClient:
+    """The process's Temporal client, connected on first use (the gateway starts without Temporal)."""
+    state = request.app.state
+    lock: asyncio.Lock = state.__dict__.setdefault("_temporal_lock", asyncio.Lock())
+    async with lock:
+        client: TemporalClient | None = getattr(state, "temporal_client", None)
+        if client is None:
+            settings = get_runtime(request).settings
+            try:
+                client = await TemporalClient.connect(
+                    settings.temporal_address, namespace=settings.temporal_namespace
+                )
+            except Exception as exc:  # connection refused, TLS, DNS: all mean "not reachable now"
+                _log.warning("temporal connect failed error=%s", type(exc).__name__)
+                raise ServiceUnavailable(
+                    "the workflow engine could not be reached",
+                    code="temporal_unavailable",
+                    remedy="Retry later.",
+                ) from None
+            state.temporal_client = client
+        return client
+
+
+Temporal = Annotated[TemporalClient, Depends(get_temporal)]

@@ -1,0 +1,158 @@
+"""The erasure workflow (ID ``erasure/<erasure_id>``, the erasure id derived from the Idempotency-Key).
+
+States: queued -> running -> succeeded | failed (contract "State machines"). The workflow is the
+erasure's system of record: the gateway reads it with the ``status`` query (or the result, once
+closed). Steps, in the contract's order, each an idempotent activity: resolve the selector to
+streams and roots; (1) delete every version of the streams' objects; (2) erase Boundary's facts;
+(3) commit Lance versions without the rows; then delete shared values and tables no remaining
+root references, remove old Lance versions, and verify every store for the receipt. A round
+whose verification finds anything left is repeated (a concurrent write raced it), at most
+``max_rounds`` times. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities import erasure_contracts as e
+
+
+def _receipt(
+    inp: e.ErasureInput,
+    plan: e.ErasurePlan,
+    deleted: e.DeleteObjectsResult,
+    facts: e.EraseFactsResult,
+    lance: e.EraseLanceResult,
+    shared: e.DeleteUnreferencedResult,
+    cleanup: e.CleanupResult,
+    check: e.VerifyResult,
+) -> dict[str, Any]:
+    return {
+        "erasure_id": inp.erasure_id,
+        "selector": inp.selector.kind,
+        "streams": list(plan.euids),
+        "root_ids": len(plan.root_ids),
+        "s3": {
+            "object_versions_deleted": deleted.versions_deleted,
+            "delete_markers_deleted": deleted.delete_markers_deleted,
+            "shared_objects_deleted": shared.objects_deleted,
+            "shared_cids_kept": shared.objects_kept,
+            "remaining_object_versions": check.s3_object_versions,
+            "remaining_by_stream": check.s3_objects_by_stream,
+        },
+        "boundary": {
+            "generations_from": facts.generation_from,
+            "fact_rows_deleted": facts.deleted,
+            "remaining_fact_rows": check.boundary_fact_rows,
+            "remaining_total": check.boundary_fact_total,
+        },
+        "lance": {
+            "rows_deleted": {**lance.rows_deleted, "values_v1": shared.values_rows_deleted},
+            "rewritten_datasets": list(lance.compacted),
+            "remaining_rows_current": check.lance_rows_current,
+            "remaining_rows_all_versions": check.lance_rows_retained_versions,
+            "versions_retained": check.lance_versions_retained,
+            "old_versions_removed": cleanup.versions_removed,
+            "tagged_versions_kept": cleanup.tagged_versions_kept,
+            "old_versions_removed_at_ns": cleanup.cleaned_at_ns,
+            "fragments_with_deletion_masks": check.lance_fragments_with_deletions,
+        },
+        "verified": check.clean,
+        "verified_at_ns": check.verified_at_ns,
+    }
+
+
+@workflow.defn(name=e.ERASURE_WORKFLOW)
+class ErasureWorkflow:
+    def __init__(self) -> None:
+        self._status: e.ErasureStatus | None = None
+
+    @workflow.query
+    def status(self) -> e.ErasureStatus | None:
+        return self._status
+
+    async def _step(self, name: str, arg: Any, result_type: type, t: e.StepTimeouts) -> Any:
+        assert self._status is not None
+        self._status.step = name
+        return await workflow.execute_activity(
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=timedelta(seconds=t.activity_s),
+            heartbeat_timeout=timedelta(seconds=t.heartbeat_s),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=t.retry_initial_s),
+                maximum_interval=timedelta(seconds=t.retry_max_s),
+                maximum_attempts=20,
+                non_retryable_error_types=["BadSelector"],
+            ),
+        )
+
+    @workflow.run
+    async def run(self, inp: e.ErasureInput) -> e.ErasureStatus:
+        st = self._status = e.ErasureStatus(
+            erasure_id=inp.erasure_id,
+            tenant_id=inp.scope.tenant_id,
+            project_id=inp.scope.project_id,
+            environment_id=inp.scope.environment_id,
+            selector_kind=inp.selector.kind,
+            request_digest=inp.request_digest,
+            created_at_unix=workflow.now().timestamp(),
+        )
+        st.state = e.RUNNING
+        t = inp.timeouts
+        try:
+            plan: e.ErasurePlan = await self._step(
+                e.RESOLVE, e.ResolveInput(inp.erasure_id, inp.scope, inp.selector), e.ErasurePlan, t
+            )
+            st.streams_matched, st.roots_matched, st.streams_deleted = (
+                len(plan.streams),
+                len(plan.root_ids),
+                0,
+            )
+            for rnd in range(1, max(1, inp.max_rounds) + 1):
+                st.round = rnd
+                step = e.PlanInput(inp.erasure_id, plan, rnd)
+                deleted = await self._step(e.DELETE_STREAM_OBJECTS, step, e.DeleteObjectsResult, t)
+                st.streams_deleted = deleted.streams_deleted
+                facts = await self._step(e.ERASE_FACTS, step, e.EraseFactsResult, t)
+                lance = await self._step(e.ERASE_LANCE_ROWS, step, e.EraseLanceResult, t)
+                shared = await self._step(e.DELETE_UNREFERENCED, step, e.DeleteUnreferencedResult, t)
+                cleanup = await self._step(
+                    e.CLEANUP_LANCE_VERSIONS, e.CleanupInput(inp.erasure_id, inp.scope), e.CleanupResult, t
+                )
+                check = await self._step(e.VERIFY, step, e.VerifyResult, t)
+                st.receipt = _receipt(inp, plan, deleted, facts, lance, shared, cleanup, check)
+                if check.clean:
+                    st.state = e.SUCCEEDED
+                    break
+            else:
+                st.state = e.FAILED
+                st.error = {
+                    "code": "erasure_not_verified",
+                    "message": f"data of the erased streams remained after {inp.max_rounds} rounds",
+                    "remedy": "Stop the publishers of these streams, then start a new erasure.",
+                }
+        except ActivityError as exc:
+            cause = exc.cause
+            code = cause.type if isinstance(cause, ApplicationError) and cause.type else "step_failed"
+            st.state = e.FAILED
+            st.error = {
+                "code": code,
+                "message": f"step {st.step} failed",
+                "remedy": "Fix the cause, then retry with a new Idempotency-Key (every step is idempotent).",
+            }
+        st.step = None
+        st.finished_at_unix = workflow.now().timestamp()
+        return st
+
+
+def status_dict(status: e.ErasureStatus) -> dict[str, Any]:
+    return asdict(status)
