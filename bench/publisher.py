@@ -3,8 +3,8 @@
 Servers run as separate processes, so their CPU is not ours: moto (``moto_server``) and the real
 gateway app (tests/publisher/publisher_harness.Gateway; only Boundary's token check is replaced).
 
-(a) A synthetic backlog with realistic segments (2 MiB target, executions fast enough to fill them,
-    the synth's default value mix) is shipped by ``run_once`` flushes. Measured in the same run:
+(a) A synthetic backlog with realistic segments (2 MiB target, 3,000 executions/s per process so
+    they fill to 1-4 MiB; the synth's default value mix) is shipped by ``run_once`` flushes. Measured in the same run:
     - zstd (reference settings) + SHA-256 alone over the same files, one thread (the target's base);
     - moto's raw PUT rate: boto3 ``put_object`` of the same compressed bodies, same concurrency;
     - the publisher sequential (1 PUT at a time, compression inline: the previous design);
@@ -14,7 +14,8 @@ gateway app (tests/publisher/publisher_harness.Gateway; only Boundary's token ch
     with it at the default 5 s flush interval and at 1 s. ``--profile`` prints the publisher
     threads' hottest functions (cProfile) for the 1 s run. Target: under 2% of one core.
 
-    .venv/bin/python bench/publisher.py [--executions N] [--seconds S] [--profile]
+    .venv/bin/python bench/publisher.py [--executions N] [--rate R] [--seconds S] [--profile]
+        [--skip-throughput] [--skip-cpu]
 """
 
 from __future__ import annotations
@@ -166,11 +167,14 @@ def publish_all(root: Path, gateway: str, **settings: object) -> tuple[float, in
     return elapsed, shipped
 
 
-def bench_throughput(servers: Servers, executions: int) -> None:
+def bench_throughput(servers: Servers, executions: int, rate: float) -> None:
     work = Path(tempfile.mkdtemp())
     root = work / "a" / "profiles-v1"
+    # A process under load: enough executions per 1 s publish interval that data segments fill to
+    # 1-4 MiB as a real profiler's do (at 600/s they were a third of a megabyte, so per-object costs
+    # dominated unrealistically).
     config = SynthConfig(
-        seed=3, executions=executions, processes=2, rate_per_second=600.0, segment_target_bytes=2 << 20
+        seed=3, executions=executions, processes=2, rate_per_second=rate, segment_target_bytes=2 << 20
     )
     synthesize(root, config, keep_truth=False)
     shutil.copytree(root, work / "b" / "profiles-v1")
@@ -267,7 +271,8 @@ def bench_cpu(servers: Servers, seconds: float, profile: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--executions", type=int, default=12_000)
+    parser.add_argument("--executions", type=int, default=30_000)
+    parser.add_argument("--rate", type=float, default=3000.0, help="executions/s per process (throughput)")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
@@ -283,7 +288,7 @@ def main() -> None:
     )
     try:
         if not args.skip_throughput:
-            bench_throughput(servers, args.executions)
+            bench_throughput(servers, args.executions, args.rate)
         if not args.skip_cpu:
             bench_cpu(servers, args.seconds, args.profile)
     finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Base64Bytes, BaseModel, ConfigDict, Field
 
 API_VERSION = "0.3.0-proposal"
 
@@ -403,6 +403,65 @@ class ProjectionBatchState(_Out):
             ]
         },
     )
+
+
+BatchId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")]
+PROJECTION_BATCH_SET_MAX = 4096
+
+
+class ProjectionBatchSetItem(ProjectionBatchHeaders):
+    """One batch of a set: the same identity as ``PUT /projection-batches/{batch_id}`` (its headers
+    become fields) plus the batch id and the Arrow IPC body, base64-encoded. The digest is over the
+    decoded body bytes, exactly as for the PUT."""
+
+    batch_id: BatchId
+    body: Base64Bytes = Field(description="Base64 of the Arrow IPC stream (the PUT body).")
+
+
+class ProjectionBatchSet(_Model):
+    """``POST /projection-batch-sets``: many batches in one request, each checked and made visible
+    (or refused) on its own exactly as by the PUT; answered per batch, in request order."""
+
+    batches: list[ProjectionBatchSetItem] = Field(min_length=1, max_length=PROJECTION_BATCH_SET_MAX)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "batches": [
+                        {
+                            "batch_id": "5f0c2d6e9a7b4c1d8e3f2a1b0c9d8e7f",
+                            "generation": 1,
+                            "catalog_version": 1,
+                            "relation": "calls_v1",
+                            "root_id": "0123456789abcdef",
+                            "content_digest": "sha256:" + "0" * 64,
+                            "environment_id": "env_01JD4Z8Q6W3V6J5X9T2N8K7M4C",
+                            "partition": 0,
+                            "row_count": 42,
+                            "body": "QVJST1cx",
+                        }
+                    ]
+                }
+            ]
+        },
+    )
+
+
+class ProjectionBatchSetOutcome(_Out):
+    """One batch's answer: ``status`` is the HTTP status the PUT would have answered; ``state`` when
+    visible (200), ``problem`` when refused."""
+
+    batch_id: str
+    status: int
+    state: ProjectionBatchState | None = None
+    problem: Problem | None = None
+
+
+class ProjectionBatchSetResult(_Out):
+    results: list[ProjectionBatchSetOutcome]
+    visible: int
+    rejected: int
 
 
 class ResidentBudget(_Model):

@@ -8,6 +8,7 @@ every file's trailing SHA-256. Payloads are never parsed and bytes are never cha
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import time
 from concurrent.futures import Executor
@@ -30,6 +31,7 @@ from formats.upload_wire import (
 from formats.value_pack import build_pack, pack_flush_ids
 from formats.zstd_frame import compress_object
 from publisher import plan
+from publisher.cas_scan import PendingCasIndex
 from publisher.pipeline import ordered_map
 from publisher.plan import SegmentVerdict
 
@@ -195,6 +197,11 @@ class Collector:
         self.executor = executor
         self.window = window
         self._reported_cas: dict[str, str] = {}  # path name -> reason, so a bad file is counted once
+        self.cas_index = PendingCasIndex(store)
+        # Streams found fully shipped, with their plane directories' mtimes then: while those are
+        # unchanged nothing was committed or released there, so the stream is skipped (dead
+        # processes' streams stay in the root; they must not cost locks and listings every flush).
+        self._idle_streams: dict[str, tuple[int, int]] = {}
 
     def collect(self, flush_id: str, config: PublisherConfig, *, now: float | None = None) -> Collected:
         mono = time.monotonic() if now is None else now
@@ -203,24 +210,49 @@ class Collector:
         skips: list[Skip] = []
         more = False
         streams = self.store.list_streams()
+        idle: dict[str, tuple[int, int]] = {}
         for euid in streams:
-            cursor = self.store.read_cursor(euid)
-            # Meta high-water first: every data segment a meta file can name is then at or below the
-            # data high-water read next (the profiler commits data before the meta that names it).
-            meta_hw = self.store.committed_high_water(euid, Plane.META)
-            data_hw = self.store.committed_high_water(euid, Plane.DATA)
-            for plane, start, high in (
-                (Plane.DATA, cursor.data, data_hw),
-                (Plane.META, cursor.meta, meta_hw),
+            stamps = self._plane_mtimes(euid)
+            if stamps is not None and self._idle_streams.get(euid) == stamps:
+                idle[euid] = stamps
+                continue
+            # One lock hold: the high-waters and the on-disk lists agree (no commit in between).
+            snap = self.store.stream_snapshot(euid)
+            cursor, meta_hw, data_hw = snap.cursor, snap.meta_high_water, snap.data_high_water
+            for plane, start, high, on_disk in (
+                (Plane.DATA, cursor.data, data_hw, snap.data_on_disk),
+                (Plane.META, cursor.meta, meta_hw, snap.meta_on_disk),
             ):
-                pp = self._collect_plane(flush_id, euid, plane, start, high, config, mono, budget, skips)
+                pp = self._collect_plane(
+                    flush_id, euid, plane, start, high, on_disk, config, mono, budget, skips
+                )
                 more = more or pp.truncated
                 planes.append(pp)
+            caught_up = cursor.meta >= meta_hw and cursor.data >= data_hw
+            blocked = any(key[0] == euid for key in self.blocks.blocked())
+            if stamps is not None and caught_up and not blocked and self._settled(stamps):
+                idle[euid] = stamps
+        self._idle_streams = idle
         # Values after segments: a value a listed segment references was written before the segment.
         cas_objects, pending_values, pending_tables = self._collect_cas(
             flush_id, planes, streams, config, skips
         )
         return Collected(flush_id, planes, cas_objects, skips, pending_values, pending_tables, more)
+
+    def _plane_mtimes(self, euid: str) -> tuple[int, int] | None:
+        try:
+            return (
+                os.stat(self.store.segment_path(euid, Plane.META, 1).parent).st_mtime_ns,
+                os.stat(self.store.segment_path(euid, Plane.DATA, 1).parent).st_mtime_ns,
+            )
+        except OSError:
+            return None
+
+    @staticmethod
+    def _settled(stamps: tuple[int, int]) -> bool:
+        """Directory mtimes are coarse: one changed within the last second may change again within
+        the same tick, so it is not trusted to detect the next commit."""
+        return time.time_ns() - max(stamps) > 1_000_000_000
 
     def _prepare_segment(
         self, euid: str, plane: Plane, seq: int, config: PublisherConfig, want_mtime: bool
@@ -251,6 +283,7 @@ class Collector:
         plane: Plane,
         cursor: int,
         high: int,
+        listed: list[int],
         config: PublisherConfig,
         now: float,
         budget: list[int],
@@ -263,7 +296,7 @@ class Collector:
         oldest: float | None = None
         truncated = False
         if high > cursor:
-            on_disk = set(self.store.list_committed(euid, plane, after=cursor))
+            on_disk = {s for s in listed if s > cursor}
             first_on_disk = min(on_disk, default=None)
 
             def prepare(seq: int) -> _Prepared:
@@ -329,7 +362,7 @@ class Collector:
         config: PublisherConfig,
         skips: list[Skip],
     ) -> tuple[list[ShipObject], int, int]:
-        pending = self.store.pending_cas()
+        pending = self.cas_index.pending()
         small: list[tuple[CasFile, bytes]] = []
         own: list[tuple[_CasRead, plan.PackPart]] = []  # (file, "value" | "table")
         n_values = n_tables = 0

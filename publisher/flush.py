@@ -157,6 +157,10 @@ class Flusher:
         self._sleep = sleep
         self._rng = random.Random()
         self._report_lock = threading.Lock()  # PUT workers update the flush report
+        self._expiry_due: float | None = 0.0  # epoch seconds; 0: scan at the first flush; None: nothing
+        self._expiry_ran: float | None = None  # monotonic
+        self._clean_signature: tuple[int, int, int, int] | None = None
+        self._clean_at: float = 0.0  # monotonic time of the flush that left nothing to do
 
     def close(self) -> None:
         self._pools.close()
@@ -172,6 +176,9 @@ class Flusher:
         deadline = deadline if deadline is not None else started + self.settings.flush_deadline_seconds
         flush_id = str(ulid.ULID())
         report = FlushReport(flush_id)
+        # Read before collecting: anything committed after this read changes the ledger again.
+        signature = self.store.ledger_signature()
+        self._clean_signature = None
         try:
             self.collector.executor = self._pools.cpu()
             collected = self.collector.collect(flush_id, config)
@@ -184,11 +191,21 @@ class Flusher:
             if collected.cas_objects or any(pp.objects or pp.selection.skipped for pp in collected.planes):
                 self._ship(collected, config, deadline, report)
             self._retention(config)
+            if report.ok and not report.more and not self.blocks.blocked():
+                self._clean_signature, self._clean_at = signature, started
         finally:
             report.duration_seconds = time.monotonic() - started
             self.metrics.time_flush(report.duration_seconds)
             self.metrics.count("flushes", "ok" if report.ok else "partial")
         return report
+
+    def unchanged_since_clean_flush(self, max_age: float) -> bool:
+        """True when the last flush left nothing to do, the store's ledger has not changed since that
+        flush began (no commit and no release in any process), and it is younger than ``max_age``
+        (a backstop: block windows and retention still get their turn). Costs one 48-byte read."""
+        if self._clean_signature is None or time.monotonic() - self._clean_at >= max_age:
+            return False
+        return self.store.ledger_signature() == self._clean_signature
 
     # ----------------------------------------------------------------------------- shipping
 
@@ -291,11 +308,17 @@ class Flusher:
                 log.info("publisher cursor %s meta=%d data=%d (flush %s)", euid, meta, data, c.flush_id)
             for plane, through in ((Plane.META, meta), (Plane.DATA, data)):
                 self.blocks.clear(euid, plane.value, below_or_at=through)
-        # Each marker is a synced file write (two fsyncs): done side by side, they overlap on the disk.
+        # One lock hold and one directory sync per CAS directory for the whole flush.
         paths = [path for obj in c.cas_objects if id(obj) in done for path in obj.cas_paths]
-        for ok in self._map_io(self._mark_shipped, paths):
-            if not ok:
+        if paths:
+            try:
+                executor = self._pools.io() if self.settings.upload_concurrency > 1 else None
+                missing = self.store.mark_shipped_many(paths, executor=executor)
+            except StoreError:
+                missing = paths
+            for _ in missing:
                 self.metrics.count("errors", "mark_shipped")  # the file vanished: it re-ships if reused
+            self._note_marked(len(paths) - len(missing))
         for euid, (meta, data) in report.cursors.items():
             for plane, through in ((Plane.DATA, data), (Plane.META, meta)):
                 if through:
@@ -303,17 +326,31 @@ class Flusher:
                     if freed:
                         self.metrics.count("bytes_freed", "release", freed)
 
-    def _mark_shipped(self, path: Path) -> bool:
-        try:
-            self.store.mark_shipped(path)
-        except StoreError:
-            return False
-        return True
+    def _note_marked(self, count: int) -> None:
+        """Values marked now fall due one retention window from now: schedule the next scan."""
+        if count and self._expiry_due is None:
+            self._expiry_due = time.time() + self._retention_seconds
+
+    _retention_seconds: float = 3600.0
 
     def _retention(self, config: PublisherConfig) -> None:
-        freed = self.store.expire_shipped_values(time.time(), config.shipped_value_retention_seconds)
-        if freed:
-            self.metrics.count("bytes_freed", "retention", freed)
+        """Expire shipped values when the oldest one is due, scanning at most every
+        ``retention_check_seconds`` (capped at half the window, so values leave at most that late).
+        Between scans nothing is listed: the scan says when its oldest kept value falls due, and
+        values marked later fall due later still."""
+        retention = config.shipped_value_retention_seconds
+        if retention != self._retention_seconds:
+            self._retention_seconds = retention
+            self._expiry_due = 0.0  # the window changed: rescan now
+        now, mono = time.time(), time.monotonic()
+        period = min(self.settings.retention_check_seconds, retention / 2)
+        due = self._expiry_due is not None and now >= self._expiry_due
+        if due and (self._expiry_ran is None or mono - self._expiry_ran >= period):
+            self._expiry_ran = mono
+            expiry = self.store.expire_shipped(now, retention)
+            self._expiry_due = expiry.next_due
+            if expiry.freed:
+                self.metrics.count("bytes_freed", "retention", expiry.freed)
         if self.store.disk_pressure():
             freed = self.store.relieve_pressure(time.time())
             if freed:
@@ -331,7 +368,12 @@ class Flusher:
         batches = [
             (euid, flush_id, [items[i] for i in idx])
             for (euid, flush_id), items in groups.items()
-            for idx in plan.chunk(list(range(len(items))), config.max_objects_per_authorize)
+            for idx in plan.chunk(
+                list(range(len(items))),
+                plan.authorize_chunk_size(
+                    len(items), config.max_objects_per_authorize, self.settings.upload_concurrency
+                ),
+            )
         ]
 
         def call(batch: tuple[str, str, list[ShipObject]]) -> list[AuthorizedObject | None]:

@@ -178,6 +178,16 @@ def chunk(items: Sequence[int], size: int) -> list[Sequence[int]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+def authorize_chunk_size(count: int, max_per_call: int, concurrency: int, min_per_call: int = 8) -> int:
+    """Entries per authorize call: spread ``count`` over ``concurrency`` calls in flight (the gateway
+    checks each entry against the bucket, so one big call is slow), never above the gateway's cap
+    and never below ``min_per_call`` (a call has a fixed cost too)."""
+    if count < 1:
+        return max(1, min(max_per_call, min_per_call))
+    spread = -(-count // max(1, concurrency))
+    return max(1, min(max_per_call, max(min_per_call, spread)))
+
+
 def backoff_delay(attempt: int, *, base: float, cap: float, jitter: float, rand: float) -> float:
     """``base * 2**attempt`` capped at ``cap``, times a jitter factor in ``[1 - jitter, 1 + jitter]``.
 

@@ -205,7 +205,17 @@ class Publisher:
                 self._mark_requests_done()
                 continue
             now = time.monotonic()
-            if now >= next_flush or self._requested() or self._pressure():
+            requested = self._requested()
+            if (
+                now >= next_flush
+                and not requested
+                and self._flusher.unchanged_since_clean_flush(self.settings.idle_recheck_seconds)
+            ):
+                # Nothing committed or released since a flush that left nothing to do.
+                self.metrics.count("flushes", "unchanged")
+                next_flush = now + self.flush_interval
+                continue
+            if now >= next_flush or requested or self._pressure():
                 report = self._flush_once(now + self.settings.flush_deadline_seconds)
                 self._mark_requests_done()
                 next_flush = time.monotonic() + (
@@ -260,11 +270,11 @@ class Publisher:
 
     def _pressure(self) -> bool:
         """Flush early when the store grew by a pack's worth since the last look (guide: pending bytes
-        above ``pack_max_entry_bytes``). The ledger is one small file: cheap to read every second."""
-        try:
-            usage = self.store.usage().ledger_bytes
-        except Exception:
+        above ``pack_max_entry_bytes``). One 48-byte read, no lock (the ledger is replaced by rename)."""
+        signature = self.store.ledger_signature()
+        if signature is None:
             return False
+        usage = signature[0]
         last, self._last_usage = self._last_usage, usage
         return last is not None and usage - last > self.config.pack_max_entry_bytes
 

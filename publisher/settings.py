@@ -44,6 +44,12 @@ class PublisherSettings(BaseSettings):
     max_attempts_per_object: int = Field(6, ge=1, description="PUT attempts per object within one flush.")
     flush_deadline_seconds: float = Field(120.0, gt=0, description="Retries of one flush stop at this age.")
     pressure_check_seconds: float = Field(1.0, gt=0, description="How often the thread checks for work.")
+    retention_check_seconds: float = Field(
+        60.0, gt=0, description="Shipped-value expiry scans at most this often (and half the window)."
+    )
+    idle_recheck_seconds: float = Field(
+        60.0, gt=0, description="With no change in the store, a full flush still runs this often."
+    )
     upload_concurrency: int = Field(
         8, ge=1, le=64, description="PUTs and authorize calls in flight at once (one pooled HTTP client)."
     )

@@ -75,14 +75,54 @@ class SqsBridgeSettings(BaseSettings):
         default=DEFAULT_PROJECTION_QUEUE, description="Projection queue (S3 notifications)."
     )
     dead_letter_queue_name: str = Field(default=DEFAULT_DEAD_LETTER_QUEUE, description="Dead-letter queue.")
-    poll_interval_s: float = Field(default=5.0, gt=0, description="Seconds between two looks at the queues.")
+    queue_url: str | None = Field(
+        default=None, description="Projection queue URL; unset: looked up by queue_name."
+    )
+    poll_interval_s: float = Field(
+        default=5.0, gt=0, description="Seconds between two heartbeat-file writes (with the queue counts)."
+    )
+    wait_time_s: int = Field(default=20, ge=0, le=20, description="SQS long-poll wait per receive, seconds.")
+    batch_size: int = Field(default=10, ge=1, le=10, description="Messages per receive.")
+    max_in_flight: int = Field(
+        default=32, ge=1, description="Messages handled concurrently; the bridge receives no more meanwhile."
+    )
+    visibility_timeout_s: int = Field(
+        default=60, ge=5, le=43200, description="Visibility timeout set on receive and on every extension."
+    )
+    visibility_extension_s: float = Field(
+        default=20.0, gt=0, description="Seconds between two visibility extensions of a message in hand."
+    )
+    retry_delay_s: int = Field(
+        default=30, ge=0, le=43200, description="A message left for retry becomes visible again after this."
+    )
+    hold_max_s: float = Field(
+        default=11 * 3600.0,
+        gt=0,
+        description="Longest a message is held while its workflow runs (SQS caps visibility at 12 h).",
+    )
+    generation_cache_s: float = Field(
+        default=5.0, ge=0, description="Seconds an environment's active generation is cached."
+    )
     temporal_address: str = Field(
         default=DEFAULT_TEMPORAL_ADDRESS, description="Temporal frontend host:port."
     )
     temporal_namespace: str = Field(default=DEFAULT_TEMPORAL_NAMESPACE, description="Temporal namespace.")
     task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue of the workflows it starts.")
+    boundary_workload_url: str | None = Field(
+        default=None, description="Boundary workload API (mTLS) base URL; unset: the stack's (stack.json)."
+    )
+    tls_dir: Path | None = Field(
+        default=None, description="Directory with the workload identity CA, cert and key; unset: the stack's."
+    )
+    deployment_id: str | None = Field(default=None, description="This deployment's id; unset: the stack's.")
+    cell: str | None = Field(default=None, description="This deployment's cell; unset: the stack's.")
+    stack_run_dir: Path | None = Field(
+        default=None,
+        description="Embedded stack run directory whose stack.json fills unset values; unset: the "
+        "heartbeat file's directory if it holds a stack.json, else BAML_STUDIO_STACK_RUN_DIR.",
+    )
     heartbeat_file: Path | None = Field(
-        default=None, description="File rewritten after every look at the queues; unset: none."
+        default=None, description="File rewritten every poll interval with the queue counts; unset: none."
     )
 
 

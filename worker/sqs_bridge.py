@@ -1,26 +1,57 @@
-"""``python -m worker.sqs_bridge``: the SQS bridge process.
+"""``python -m worker.sqs_bridge``: the SQS bridge between the projection queue and Temporal.
 
-Today it watches the projection queue and its dead-letter queue and logs their message counts;
-it does not receive messages. A receive would count toward the redrive limit and move untouched
-events to the dead-letter queue, so the bridge only starts receiving once it can start the
-projection workflows (a later issue). Each look at the queues rewrites the heartbeat file (if
-configured) with the counts, which ``baml-studio stack status`` reads.
+It long-polls the projection queue and handles several messages at once (asyncio; boto3 calls
+run on threads). For each object a message names (worker/bridge/messages.py) it starts the
+workflow with the deterministic ID from workflows/ids.py (worker/bridge/routing.py): a running
+run is attached (``USE_EXISTING``); a run that completed is never repeated
+(``ALLOW_DUPLICATE_FAILED_ONLY`` raises WorkflowAlreadyStartedError, and the bridge then waits
+on the existing run's result by ID); only a failed, timed-out or terminated run may be started
+again. While the workflow runs the message's visibility is extended every
+``visibility_extension_s``. The result decides (worker/bridge/disposition.py): delete, send to
+the dead-letter queue with the quarantine marker's key (the workflow wrote the marker), or leave
+for redelivery after ``retry_delay_s``.
+
+Meta objects are projected into the environment's active generation, read from Boundary
+(``BoundaryClient.active_generation``, cached for ``generation_cache_s``).
+
+Logs carry workflow ids (object keys: identifiers only), counts and reason codes; never message
+bodies, URLs or values. The heartbeat file (read by ``baml-studio stack status``) is rewritten
+every ``poll_interval_s`` with the queue counts and the bridge's tallies.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 import signal
 import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from activities import contracts as c
+from activities.settings import ProjectionSettings, get_projection_settings
+from worker.bridge.disposition import Disposition, ObjectResult, decide
+from worker.bridge.messages import MessageFormatError, ObjectEvent, parse_message
+from worker.bridge.routing import Route, environment_of, kind_of, route
 from worker.settings import SqsBridgeSettings, get_bridge_settings
 from worker.stack.object_store_setup import aws_client
-from worker.temporal_worker import write_heartbeat
 
 log = logging.getLogger("baml_studio.sqs_bridge")
 
 _COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
+QUARANTINE_ATTRIBUTE = "baml-quarantine-markers"  # DLQ message attribute: JSON [[marker, reason]]
+UNKNOWN_GENERATION = 0  # a key outside every environment: the workflow quarantines it first
 
 
 def queue_counts(sqs: Any, queue_url: str) -> dict[str, int]:
@@ -28,7 +59,318 @@ def queue_counts(sqs: Any, queue_url: str) -> dict[str, int]:
     return {"visible": int(attributes[_COUNTS[0]]), "in_flight": int(attributes[_COUNTS[1]])}
 
 
-def run_bridge(settings: SqsBridgeSettings, stop: threading.Event) -> None:
+def write_heartbeat(path: Path, payload: dict[str, object]) -> None:
+    # Same file format as the worker's heartbeat (worker.stack.health.heartbeat_ok reads "at").
+    from worker.temporal_worker import write_heartbeat as write
+
+    write(path, payload)
+
+
+class GenerationCache:
+    """Active generation per environment, from a (blocking) lookup, cached for a few seconds."""
+
+    def __init__(self, lookup: Callable[[str], int], ttl_s: float) -> None:
+        self._lookup = lookup
+        self._ttl = ttl_s
+        self._cache: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, environment_id: str) -> int:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(environment_id)
+            if hit is not None and hit[0] > now:
+                return hit[1]
+        generation = self._lookup(environment_id)
+        with self._lock:
+            self._cache[environment_id] = (now + self._ttl, generation)
+        return generation
+
+
+def boundary_generation_lookup(settings: SqsBridgeSettings) -> Callable[[str], int]:
+    """``environment_id -> active generation`` through the Boundary workload API (mTLS)."""
+    from activities.runtime import WorkloadTls
+    from api.common.boundary_client import BoundaryClient, BoundaryError
+
+    resolved = resolve_identity(settings)
+    tls = WorkloadTls.in_dir(resolved.tls_dir, resolved.deployment_id)
+    client = BoundaryClient(resolved.workload_url, tls, resolved.deployment_id, resolved.cell)
+
+    def lookup(environment_id: str) -> int:
+        try:
+            return int(client.active_generation(environment_id).generation)
+        except BoundaryError as exc:
+            if 400 <= exc.status < 500:
+                # Not this deployment's environment: the workflow quarantines the key (out_of_scope).
+                return UNKNOWN_GENERATION
+            raise
+
+    return lookup
+
+
+@dataclass(frozen=True)
+class BridgeIdentity:
+    workload_url: str
+    tls_dir: Path
+    deployment_id: str
+    cell: str
+
+
+def _stack_state(settings: SqsBridgeSettings) -> Any:
+    from worker.stack.state import STATE_FILE, load_stack_state
+
+    run_dir = settings.stack_run_dir
+    if run_dir is None and settings.heartbeat_file is not None:
+        beside = Path(settings.heartbeat_file).parent
+        if (beside / STATE_FILE).exists():
+            run_dir = beside  # the embedded stack writes the heartbeat into its run directory
+    try:
+        return load_stack_state(run_dir)
+    except (OSError, ValueError):
+        return None
+
+
+def resolve_identity(settings: SqsBridgeSettings) -> BridgeIdentity:
+    """Boundary URL, TLS directory and deployment identity: settings first, else the stack's state file."""
+    state = None
+    if not (settings.boundary_workload_url and settings.tls_dir and settings.deployment_id and settings.cell):
+        state = _stack_state(settings)
+    url = settings.boundary_workload_url or (state.boundary_workload_url if state else None)
+    tls_dir = settings.tls_dir or (Path(state.tls.dir) if state and state.tls else None)
+    dep = settings.deployment_id or (state.deployment_id if state else None)
+    cell = settings.cell or (state.cell if state else None)
+    if not (url and tls_dir and dep and cell):
+        raise RuntimeError(
+            "the bridge needs Boundary's workload URL, a TLS directory, a deployment id and a cell "
+            "(BAML_STUDIO_BRIDGE_* or a running stack's stack.json)"
+        )
+    return BridgeIdentity(url, Path(tls_dir), dep, cell)
+
+
+class Bridge:
+    """One bridge: receives, starts workflows, extends visibility, disposes of messages."""
+
+    def __init__(
+        self,
+        settings: SqsBridgeSettings,
+        *,
+        sqs: Any,
+        client: Client,
+        generations: GenerationCache,
+        queue_url: str,
+        dlq_url: str,
+        projection: ProjectionSettings | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sqs = sqs
+        self.client = client
+        self.generations = generations
+        self.queue_url = queue_url
+        self.dlq_url = dlq_url
+        self.projection = projection or get_projection_settings()
+        self.tally: Counter[str] = Counter()
+        self._slots = asyncio.Semaphore(settings.max_in_flight)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- workflows ---------------------------------------------------------------------------
+
+    def _workflow_input(self, r: Route) -> Any:
+        p = self.projection
+        if r.kind == "meta":
+            assert r.generation is not None
+            pending = c.PendingPolicy(p.pending_initial_s, p.pending_max_s, p.pending_deadline_s)
+            return c.ProjectMetaWorkflowInput(r.key, r.generation, pending, p.activity_timeout_s)
+        return c.PackWorkflowInput(r.key, p.activity_timeout_s)
+
+    async def _route(self, event: ObjectEvent) -> Route | None:
+        if kind_of(event.key) != "meta":
+            return route(event.key)
+        env = environment_of(event.key)
+        generation = UNKNOWN_GENERATION if env is None else await asyncio.to_thread(self.generations.get, env)
+        return route(event.key, generation)
+
+    async def start(self, r: Route) -> WorkflowHandle[Any, c.WorkflowOutcomes]:
+        """Start, or attach to, the one run of this ID (never a second run after a completed one)."""
+        try:
+            return await self.client.start_workflow(
+                r.workflow_type,
+                self._workflow_input(r),
+                id=r.workflow_id,
+                task_queue=self.settings.task_queue,
+                result_type=c.WorkflowOutcomes,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            )
+        except WorkflowAlreadyStartedError:
+            self.tally["reused_completed"] += 1
+            return self.client.get_workflow_handle(r.workflow_id, result_type=c.WorkflowOutcomes)
+
+    async def run_object(self, event: ObjectEvent) -> ObjectResult:
+        try:
+            r = await self._route(event)
+        except Exception as exc:  # Boundary unreachable: retry the message later
+            return ObjectResult(event.key, False, error=type(exc).__name__)
+        if r is None:
+            return ObjectResult(event.key, True)
+        handle = await self.start(r)
+        try:
+            outcome = await handle.result()
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            log.warning("workflow %s failed: %s", r.workflow_id, type(cause).__name__)
+            return ObjectResult(event.key, False, error=type(cause).__name__)
+        return ObjectResult(event.key, outcome.done, outcome.quarantined)
+
+    # --- messages ----------------------------------------------------------------------------
+
+    async def _extend(self, receipt: str) -> None:
+        """Keep the message invisible while its workflows run."""
+        while True:
+            await asyncio.sleep(self.settings.visibility_extension_s)
+            with contextlib.suppress(BotoCoreError, ClientError):
+                await asyncio.to_thread(
+                    self.sqs.change_message_visibility,
+                    QueueUrl=self.queue_url,
+                    ReceiptHandle=receipt,
+                    VisibilityTimeout=self.settings.visibility_timeout_s,
+                )
+
+    async def _dispose(self, message: dict[str, Any], disposition: Disposition) -> None:
+        receipt = message["ReceiptHandle"]
+        if disposition.action == "retry":
+            await asyncio.to_thread(
+                self.sqs.change_message_visibility,
+                QueueUrl=self.queue_url,
+                ReceiptHandle=receipt,
+                VisibilityTimeout=self.settings.retry_delay_s,
+            )
+            return
+        if disposition.action == "dead_letter":
+            await asyncio.to_thread(
+                self.sqs.send_message,
+                QueueUrl=self.dlq_url,
+                MessageBody=message["Body"],
+                MessageAttributes={
+                    QUARANTINE_ATTRIBUTE: {
+                        "DataType": "String",
+                        "StringValue": json.dumps([list(q) for q in disposition.quarantined]),
+                    }
+                },
+            )
+        await asyncio.to_thread(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
+
+    async def handle(self, message: dict[str, Any]) -> Disposition:
+        """Handle one received message to its end (delete, dead-letter or leave for retry)."""
+        try:
+            parsed = parse_message(message["Body"])
+        except MessageFormatError as exc:
+            # Not an S3 event: nothing can ever project it; park it in the dead-letter queue.
+            log.warning("unparseable message: %s", exc)
+            disposition = Disposition("dead_letter", (("", "unparseable_message"),))
+            await self._dispose(message, disposition)
+            self.tally["unparseable"] += 1
+            return disposition
+        if parsed.test_event or not parsed.events:
+            await self._dispose(message, Disposition("delete"))
+            self.tally["ignored"] += 1
+            return Disposition("delete")
+        extender = asyncio.create_task(self._extend(message["ReceiptHandle"]))
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*(self.run_object(e) for e in parsed.events)),
+                timeout=self.settings.hold_max_s,
+            )
+            disposition = decide(list(results))
+        except TimeoutError:
+            disposition = Disposition("retry")  # the workflow goes on; redelivery attaches to it
+        except Exception as exc:  # Temporal unreachable and the like: let SQS redeliver
+            log.warning("message handling failed: %s", type(exc).__name__)
+            disposition = Disposition("retry")
+        finally:
+            extender.cancel()
+        await self._dispose(message, disposition)
+        self.tally[disposition.action] += 1
+        for marker, reason in disposition.quarantined:
+            log.warning("dead-lettered object reason=%s marker=%s", reason, marker)
+        return disposition
+
+    async def _handle_slot(self, message: dict[str, Any]) -> None:
+        try:
+            await self.handle(message)
+        except Exception as exc:  # a failed delete/visibility call: SQS redelivers the message
+            log.warning("message disposal failed: %s", type(exc).__name__)
+            self.tally["dispose_failed"] += 1
+        finally:
+            self._slots.release()
+
+    async def _receive(self, count: int) -> list[dict[str, Any]]:
+        resp = await asyncio.to_thread(
+            self.sqs.receive_message,
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=count,
+            WaitTimeSeconds=self.settings.wait_time_s,
+            VisibilityTimeout=self.settings.visibility_timeout_s,
+            MessageAttributeNames=["All"],
+        )
+        return list(resp.get("Messages", []))
+
+    async def _heartbeat(self) -> None:
+        beat = self.settings.heartbeat_file
+        last: dict[str, object] | None = None
+        while True:
+            try:
+                counts: dict[str, object] = {
+                    "queue": await asyncio.to_thread(queue_counts, self.sqs, self.queue_url),
+                    "dlq": await asyncio.to_thread(queue_counts, self.sqs, self.dlq_url),
+                }
+            except (BotoCoreError, ClientError) as exc:
+                counts = {"error": type(exc).__name__}
+            payload = {**counts, "handling": self.settings.max_in_flight - self._slots._value, **self.tally}
+            if counts != last:
+                log.info("queue counts %s", counts)
+                last = counts
+            if beat:
+                write_heartbeat(beat, payload)
+            await asyncio.sleep(self.settings.poll_interval_s)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        beat = asyncio.create_task(self._heartbeat())
+        log.info("receiving from queue %s", self.settings.queue_name)
+        try:
+            while not stop.is_set():
+                await self._slots.acquire()
+                free = 1
+                while free < self.settings.batch_size and not self._slots.locked():
+                    await self._slots.acquire()
+                    free += 1
+                receiving = asyncio.ensure_future(self._receive(free))
+                stopping = asyncio.ensure_future(stop.wait())
+                done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                messages: list[dict[str, Any]] = []
+                if receiving in done:
+                    try:
+                        messages = receiving.result()
+                    except (BotoCoreError, ClientError) as exc:
+                        log.warning("receive failed: %s", type(exc).__name__)
+                        await asyncio.sleep(1)
+                # else: stopping; a receive still under way returns its messages to the queue
+                # when their visibility timeout ends.
+                for _ in range(free - len(messages)):
+                    self._slots.release()
+                for message in messages:
+                    task = asyncio.create_task(self._handle_slot(message))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+        finally:
+            beat.cancel()
+            # Messages still being handled are left: they become visible again and are redelivered.
+            for task in list(self._tasks):
+                task.cancel()
+            log.info("stopped")
+
+
+async def run_bridge(settings: SqsBridgeSettings, stop: asyncio.Event) -> None:
     sqs = aws_client(
         "sqs",
         settings.sqs_endpoint_url,
@@ -36,27 +378,29 @@ def run_bridge(settings: SqsBridgeSettings, stop: threading.Event) -> None:
         settings.aws_access_key_id,
         settings.aws_secret_access_key,
     )
-    queue_url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+    queue_url = settings.queue_url or sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
     dlq_url = sqs.get_queue_url(QueueName=settings.dead_letter_queue_name)["QueueUrl"]
-    log.info("watching queue %s", settings.queue_name)
-    last: dict[str, object] | None = None
-    while not stop.is_set():
-        counts: dict[str, object] = {"queue": queue_counts(sqs, queue_url), "dlq": queue_counts(sqs, dlq_url)}
-        if counts != last:
-            log.info("queue counts %s", counts)
-            last = counts
-        if settings.heartbeat_file:
-            write_heartbeat(settings.heartbeat_file, counts)
-        stop.wait(settings.poll_interval_s)
-    log.info("stopped")
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    generations = GenerationCache(boundary_generation_lookup(settings), settings.generation_cache_s)
+    bridge = Bridge(
+        settings, sqs=sqs, client=client, generations=generations, queue_url=queue_url, dlq_url=dlq_url
+    )
+    await bridge.run(stop)
+
+
+async def _main(settings: SqsBridgeSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await run_bridge(settings, stop)
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    run_bridge(get_bridge_settings(), stop)
+    for name in ("httpx", "httpcore", "botocore", "temporalio"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    asyncio.run(_main(get_bridge_settings()))
 
 
 if __name__ == "__main__":

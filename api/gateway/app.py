@@ -1,5 +1,6 @@
-"""The data-plane gateway's FastAPI app: ``GET /healthz`` and the publisher's two endpoints,
-``GET /v1/publisher/config`` and ``POST /v1/uploads/authorize`` and the erasure endpoints (docs/erasure.md).
+"""The data-plane gateway's FastAPI app: ``GET /healthz``, the publisher's two endpoints
+(``GET /v1/publisher/config``, ``POST /v1/uploads/authorize``) and the erasure endpoints
+(docs/erasure.md).
 
 Every error is ``application/problem+json`` (``api.common.errors``). The guide's status table
 says a malformed authorize request is a 400, so request validation renders 400 here (not the

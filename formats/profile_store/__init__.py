@@ -22,7 +22,14 @@ from formats.profile_store.errors import (
 )
 from formats.profile_store.layout import Plane, default_root
 from formats.profile_store.ledger import DiskBudget, Usage, scan_physical_usage
-from formats.profile_store.store import CasFile, ProfileStore, PublisherLease, clean_profiles
+from formats.profile_store.store import (
+    CasFile,
+    Expiry,
+    ProfileStore,
+    PublisherLease,
+    StreamSnapshot,
+    clean_profiles,
+)
 from formats.profile_store.writer import StreamWriter
 
 __all__ = [
@@ -32,6 +39,7 @@ __all__ = [
     "Cursor",
     "CursorError",
     "DiskBudget",
+    "Expiry",
     "NotShipped",
     "PathConflict",
     "Plane",
@@ -43,6 +51,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "StreamInUse",
+    "StreamSnapshot",
     "StreamWriter",
     "Usage",
     "clean_profiles",

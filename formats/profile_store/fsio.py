@@ -41,6 +41,17 @@ def write_synced(path: Path, data: bytes, *, exclusive: bool = True) -> None:
         os.close(fd)
 
 
+def create_empty(path: Path) -> bool:
+    """Create a zero-length file unless it exists (no fsync: there is no content; the caller syncs
+    the directory). True when this call created it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
 def temp_path(tmp_dir: Path) -> Path:
     return tmp_dir / f"{uuid.uuid4().hex}{PENDING_SUFFIX}"
 

@@ -117,6 +117,14 @@ def marker_path(value_path: Path) -> Path:
     return value_path.with_name(value_path.name + SHIPPED_SUFFIX)
 
 
+_CAS_BUCKET_RE = re.compile(r"^[0-9a-f]{2}$")
+
+
+def is_cas_bucket_name(name: str) -> bool:
+    """``cas/sha256/<hex2>``: the first two hex digits of the digests inside."""
+    return _CAS_BUCKET_RE.match(name) is not None
+
+
 def parse_cas_name(name: str) -> str | None:
     """The 64-hex digest of a CAS file name, or None."""
     match = _CAS_RE.match(name)

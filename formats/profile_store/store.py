@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +38,7 @@ from formats.profile_store.ledger import (
     USAGE_STATE_BYTES,
     DiskBudget,
     Usage,
+    decode_usage_state,
     read_usage_state,
     scan_physical_usage,
     write_usage_state,
@@ -58,6 +60,26 @@ class CasFile:
     @property
     def marker(self) -> Path:
         return layout.marker_path(self.path)
+
+
+@dataclass(frozen=True)
+class StreamSnapshot:
+    """One stream as committed at one instant (see ``ProfileStore.stream_snapshot``)."""
+
+    cursor: Cursor
+    meta_high_water: int
+    data_high_water: int
+    meta_on_disk: list[int]
+    data_on_disk: list[int]
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """What one retention pass freed, and when the oldest shipped value it kept falls due (epoch
+    seconds; None when no shipped value is left)."""
+
+    freed: int
+    next_due: float | None
 
 
 class PublisherLease:
@@ -99,6 +121,7 @@ class ProfileStore:
         self.budget = budget or DiskBudget()
         self._free_space = free_space or fsio.free_bytes
         self.lock_timeout = lock_timeout
+        self._layout_ready = False  # the three mkdirs run once per handle, not per lock hold
 
     @staticmethod
     def default_root(project_dir: Path | str) -> Path:
@@ -109,11 +132,14 @@ class ProfileStore:
     def ensure_layout(self) -> None:
         for sub in (layout.TMP_DIR, layout.STREAMS_DIR, layout.CAS_DIR):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._layout_ready = True
 
     @contextlib.contextmanager
     def accounting(self) -> Iterator[None]:
         """Hold ``publish.lock`` exclusively: the one lock around commits and the ledger."""
-        self.ensure_layout()
+        if not self._layout_ready or not (self.root / layout.TMP_DIR).is_dir():
+            # Checked each hold (one stat) because ``clean_profiles`` may have removed the root.
+            self.ensure_layout()
         lock = FileLock(self.root / layout.PUBLISH_LOCK)
         lock.acquire(exclusive=True, timeout=self.lock_timeout)
         try:
@@ -271,6 +297,21 @@ class ProfileStore:
         with self.accounting():
             return self.committed_high_water_locked(layout.euid_hex(euid), Plane(plane))
 
+    def stream_snapshot(self, euid: bytes | str) -> StreamSnapshot:
+        """Cursor, high-water and on-disk sequences of both planes in one ``publish.lock`` hold (the
+        publisher's per-stream read at each flush: one lock wait instead of four)."""
+        hex_id = layout.euid_hex(euid)
+        with self.accounting():
+            cursor = self._read_cursor(hex_id)
+            on_disk = {plane: self._sequences(hex_id, plane) for plane in (Plane.META, Plane.DATA)}
+        return StreamSnapshot(
+            cursor=cursor,
+            meta_high_water=max([cursor.meta, *on_disk[Plane.META][-1:]]),
+            data_high_water=max([cursor.data, *on_disk[Plane.DATA][-1:]]),
+            meta_on_disk=on_disk[Plane.META],
+            data_on_disk=on_disk[Plane.DATA],
+        )
+
     def list_committed(self, euid: bytes | str, plane: Plane | str, after: int = 0) -> list[int]:
         """Committed sequences above ``after`` that are still on disk, ascending."""
         with self.accounting():
@@ -321,26 +362,68 @@ class ProfileStore:
 
     def pending_cas(self) -> list[CasFile]:
         """CAS files without a ``.shipped`` marker, in path order."""
-        return [f for f in self._cas_files() if not f.marker.exists()]
+        out: list[CasFile] = []
+        for bucket in self.cas_buckets():
+            out.extend(self.pending_cas_in(bucket))
+        return out
 
     def shipped_cas(self) -> list[CasFile]:
-        return [f for f in self._cas_files() if f.marker.exists()]
+        """CAS files with a ``.shipped`` marker, in path order."""
+        out: list[CasFile] = []
+        for bucket in self.cas_buckets():
+            values, markers = self._cas_names(bucket)
+            out.extend(
+                self._cas_file(bucket, d, n) for d, n in values if n + layout.SHIPPED_SUFFIX in markers
+            )
+        return out
 
-    def _cas_files(self) -> list[CasFile]:
+    def cas_buckets(self) -> list[str]:
+        """The ``cas/sha256/<hex2>`` directory names present, sorted."""
         base = self.root / layout.CAS_DIR
-        files: list[CasFile] = []
-        if not base.is_dir():
-            return files
-        for bucket in sorted(os.scandir(base), key=lambda e: e.name):
-            if not bucket.is_dir(follow_symlinks=False):
+        try:
+            names = os.listdir(base)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if layout.is_cas_bucket_name(n))
+
+    def cas_bucket_dir(self, bucket: str) -> Path:
+        return self.root / layout.CAS_DIR / bucket
+
+    def pending_cas_in(self, bucket: str) -> list[CasFile]:
+        """Unmarked CAS files of one ``<hex2>`` directory, from one listing (names only: the
+        marker test is a name lookup, not a stat per file; shipped files cost one set lookup)."""
+        try:
+            names = os.listdir(self.cas_bucket_dir(bucket))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        present = set(names)
+        suffix = layout.SHIPPED_SUFFIX
+        out: list[CasFile] = []
+        for name in sorted(n for n in names if not n.endswith(suffix) and n + suffix not in present):
+            digest = layout.parse_cas_name(name)
+            if digest is not None and digest[:2] == bucket:
+                out.append(self._cas_file(bucket, digest, name))
+        return out
+
+    def _cas_names(self, bucket: str) -> tuple[list[tuple[str, str]], set[str]]:
+        try:
+            names = sorted(os.listdir(self.cas_bucket_dir(bucket)))
+        except (FileNotFoundError, NotADirectoryError):
+            return [], set()
+        values: list[tuple[str, str]] = []
+        markers: set[str] = set()
+        for name in names:
+            if name.endswith(layout.SHIPPED_SUFFIX):
+                markers.add(name)
                 continue
-            for entry in sorted(os.scandir(bucket.path), key=lambda e: e.name):
-                digest = layout.parse_cas_name(entry.name)
-                if digest is None or digest[:2] != bucket.name:
-                    continue
-                size = fsio.file_size(Path(entry.path))
-                files.append(CasFile(Path(entry.path), digest, size))
-        return files
+            digest = layout.parse_cas_name(name)
+            if digest is not None and digest[:2] == bucket:
+                values.append((digest, name))
+        return values, markers
+
+    def _cas_file(self, bucket: str, digest: str, name: str) -> CasFile:
+        path = self.cas_bucket_dir(bucket) / name
+        return CasFile(path, digest, fsio.file_size(path))
 
     def _own_cas_path(self, cas_path: Path | str) -> Path:
         path = Path(cas_path)
@@ -350,17 +433,41 @@ class ProfileStore:
         return path
 
     def mark_shipped(self, cas_path: Path | str) -> Path:
-        """Write the zero-length ``.shipped`` marker beside a value or table (idempotent)."""
+        """Write the zero-length ``.shipped`` marker beside a value or table (idempotent).
+
+        Raises NotShipped when the value file is missing."""
         path = self._own_cas_path(cas_path)
-        marker = layout.marker_path(path)
-        with self.accounting():
+        missing = self.mark_shipped_many([path])
+        if missing:
+            raise NotShipped("value file is missing; nothing to mark", path=str(path))
+        return layout.marker_path(path)
+
+    def mark_shipped_many(
+        self, cas_paths: Iterable[Path | str], *, executor: Executor | None = None
+    ) -> list[Path]:
+        """Mark many values shipped in one ``publish.lock`` hold; return the paths whose value file
+        was missing (nothing to mark). An existing marker is kept: retention counts from it.
+
+        Markers are zero-length, so there is no content to fsync: each is created (``O_EXCL``) and
+        each touched directory is fsynced once at the end. A marker lost to a crash before that sync
+        only makes its value ship again, which the gateway answers ``stored``: harmless. What must
+        never happen, a marker for a value not in the bucket, cannot: the caller marks only after
+        the object is stored. File creation is slow on some filesystems: with ``executor`` the
+        creates run side by side (still inside the one lock hold).
+        """
+        paths = [self._own_cas_path(p) for p in cas_paths]
+
+        def mark(path: Path) -> bool | None:  # None: the value is missing
             if not path.exists():
-                raise NotShipped("value file is missing; nothing to mark", path=str(path))
-            if marker.exists():
-                return marker  # keep the first ship time: retention counts from it
-            fsio.write_synced(marker, b"")
-            fsio.fsync_dir(marker.parent)
-        return marker
+                return None
+            return fsio.create_empty(layout.marker_path(path))
+
+        with self.accounting():
+            results = list(executor.map(mark, paths)) if executor is not None else [mark(p) for p in paths]
+            touched = {p.parent for p, created in zip(paths, results, strict=True) if created}
+            for directory in sorted(touched):
+                fsio.fsync_dir(directory)
+        return [p for p, created in zip(paths, results, strict=True) if created is None]
 
     def release_segments(self, euid: bytes | str, plane: Plane | str, through_seq: int) -> int:
         """Delete shipped segments at or below ``through_seq``; return the bytes freed.
@@ -395,26 +502,68 @@ class ProfileStore:
     def expire_shipped_values(self, now: float, retention_seconds: float, *, force: bool = False) -> int:
         """Remove shipped values whose marker is older than the window (all of them when ``force``).
 
-        Unshipped values (no marker) are never touched. Returns the bytes freed.
+        Unshipped values (no marker) are never touched. Returns the bytes freed. Candidates are found
+        without the lock (a listing and one stat per marker), so profilers are not held up by the
+        scan; under ``publish.lock`` each candidate's marker is checked again before anything goes.
         """
-        with self.accounting():
-            return self._expire_locked(now, retention_seconds, force=force, stop_when_relieved=False)
+        return self.expire_shipped(now, retention_seconds, force=force).freed
 
-    def _expire_locked(self, now: float, retention: float, *, force: bool, stop_when_relieved: bool) -> int:
+    def expire_shipped(self, now: float, retention_seconds: float, *, force: bool = False) -> Expiry:
+        """``expire_shipped_values`` that also says when the oldest value it kept falls due, so a
+        caller can skip the scan until then (markers it writes later are due later still)."""
+        candidates, oldest_kept = self._expiry_candidates(now, retention_seconds, force=force)
+        next_due = None if oldest_kept is None else oldest_kept + retention_seconds
+        if not candidates:
+            return Expiry(0, next_due)
+        with self.accounting():
+            freed = self._expire_locked(now, retention_seconds, force=force, candidates=candidates)
+        return Expiry(freed, next_due)
+
+    def _expiry_candidates(
+        self, now: float, retention: float, *, force: bool
+    ) -> tuple[list[tuple[float, CasFile]], float | None]:
         candidates: list[tuple[float, CasFile]] = []
-        for cas in self.shipped_cas():
-            try:
-                marked_at = cas.marker.stat().st_mtime
-            except FileNotFoundError:
-                continue
-            if force or now - marked_at >= retention:
-                candidates.append((marked_at, cas))
+        oldest_kept: float | None = None
+        for bucket in self.cas_buckets():
+            values, markers = self._cas_names(bucket)
+            directory = self.cas_bucket_dir(bucket)
+            for digest, name in values:
+                marker_name = name + layout.SHIPPED_SUFFIX
+                if marker_name not in markers:
+                    continue
+                try:
+                    marked_at = (directory / marker_name).stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if force or now - marked_at >= retention:
+                    candidates.append((marked_at, CasFile(directory / name, digest, 0)))
+                elif oldest_kept is None or marked_at < oldest_kept:
+                    oldest_kept = marked_at
         candidates.sort(key=lambda item: (item[0], item[1].digest))  # oldest shipped first
+        return candidates, oldest_kept
+
+    def _expire_locked(
+        self,
+        now: float,
+        retention: float,
+        *,
+        force: bool,
+        stop_when_relieved: bool = False,
+        candidates: list[tuple[float, CasFile]] | None = None,
+    ) -> int:
+        if candidates is None:
+            candidates, _ = self._expiry_candidates(now, retention, force=force)
         freed = 0
         touched: set[Path] = set()
         for _, cas in candidates:
             if stop_when_relieved and not self._pressure_locked(freed):
                 break
+            try:  # checked again under the lock: the marker must still be there, and still old
+                marked_at = cas.marker.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if not force and now - marked_at < retention:
+                continue
             size = fsio.file_size(cas.path)
             # Marker first: a crash in between leaves an unmarked value, which simply re-ships.
             cas.marker.unlink(missing_ok=True)
@@ -446,6 +595,22 @@ class ProfileStore:
     def usage(self) -> Usage:
         with self.accounting():
             return Usage(self._ledger_locked(), self._free(), self.budget)
+
+    def ledger_signature(self) -> tuple[int, int, int, int] | None:
+        """A cheap change detector, read without any lock: ``(usage, inode, mtime_ns, ctime_ns)`` of
+        ``usage.state``. Every commit and release in any process rewrites the ledger by a rename, so a
+        signature equal to an earlier one means (barring a same-tick write that exactly cancels an
+        earlier one) that nothing was committed or released in between. None when unreadable.
+        """
+        path = self.root / layout.USAGE_STATE
+        try:
+            with open(path, "rb") as fh:
+                info = os.fstat(fh.fileno())
+                data = fh.read(USAGE_STATE_BYTES + 1)
+            usage = decode_usage_state(data, file=str(path))
+        except (OSError, FormatError):
+            return None
+        return (usage, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
 
     def disk_pressure(self) -> bool:
         """Ledger over the project budget, or free disk below the configured floor."""

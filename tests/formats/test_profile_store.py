@@ -446,3 +446,90 @@ def test_clean_refuses_while_open_and_removes_the_root_after(store: ProfileStore
     assert clean_profiles(root)
     assert not root.exists()
     assert not clean_profiles(root)
+
+
+# --------------------------------------------------------------------- batched and lock-free publisher reads
+
+
+def test_mark_shipped_many_marks_in_one_call_reports_missing_and_keeps_first_time(
+    store: ProfileStore, root: Path
+) -> None:
+    paths = [store.put_cas(encode_cas_object(1, bytes([i]) * 50)) for i in range(20)]
+    store.mark_shipped(paths[0])
+    age_marker(paths[0], 500)
+    first = paths[0].with_name(paths[0].name + ".shipped").stat().st_mtime_ns
+    gone = paths[19]
+    gone.unlink()
+    missing = store.mark_shipped_many(paths)
+    assert missing == [gone]
+    assert store.pending_cas() == []
+    for path in paths[:19]:
+        marker = path.with_name(path.name + ".shipped")
+        assert marker.exists() and marker.stat().st_size == 0
+    assert paths[0].with_name(paths[0].name + ".shipped").stat().st_mtime_ns == first
+    assert not gone.with_name(gone.name + ".shipped").exists()  # never a marker without its value
+    with pytest.raises(StoreError):
+        store.mark_shipped_many([root / "streams" / "x.bamlvalue"])
+    store.resync_usage()
+    assert_ledger_matches_disk(root)
+
+
+def test_pending_cas_in_lists_one_directory_by_name(store: ProfileStore) -> None:
+    a = store.put_cas(encode_cas_object(1, b"a"))
+    bucket = a.parent.name
+    (a.parent / "not-a-cas-file.txt").write_bytes(b"junk")
+    assert bucket in store.cas_buckets()
+    assert [f.path for f in store.pending_cas_in(bucket)] == [a]
+    assert store.pending_cas_in(bucket)[0].size_bytes == a.stat().st_size
+    store.mark_shipped(a)
+    assert store.pending_cas_in(bucket) == []
+    assert [f.path for f in store.shipped_cas()] == [a]
+    assert store.pending_cas_in("zz") == []
+
+
+def test_expire_shipped_says_when_the_oldest_kept_value_falls_due(store: ProfileStore) -> None:
+    old = store.put_cas(encode_cas_object(1, b"old" * 10))
+    young = store.put_cas(encode_cas_object(1, b"young" * 10))
+    store.mark_shipped_many([old, young])
+    age_marker(old, 7200)
+    age_marker(young, 100)
+    now = time.time()
+    old_size = old.stat().st_size
+    expiry = store.expire_shipped(now, 3600)
+    assert expiry.freed == old_size
+    assert not old.exists() and young.exists()
+    young_marked = young.with_name(young.name + ".shipped").stat().st_mtime
+    assert expiry.next_due == pytest.approx(young_marked + 3600)
+    assert store.expire_shipped(now, 3600).freed == 0
+    store.expire_shipped_values(now, 0, force=True)
+    assert store.expire_shipped(now, 3600) == type(expiry)(0, None)
+
+
+def test_ledger_signature_changes_on_every_commit_and_release_only(store: ProfileStore) -> None:
+    with store.open_stream(EUID) as writer:
+        writer.write_data(1, seg(1))
+        first = store.ledger_signature()
+        assert first is not None and first[0] == store.usage().ledger_bytes
+        assert store.ledger_signature() == first  # reading changes nothing
+        store.read_cursor(EUID)
+        store.list_committed(EUID, Plane.DATA)
+        assert store.ledger_signature() == first
+        writer.write_data(2, seg(2))
+        second = store.ledger_signature()
+        assert second != first
+        store.write_cursor(EUID, meta=0, data=2)
+        third = store.ledger_signature()
+        assert third != second
+        store.release_segments(EUID, Plane.DATA, 2)
+        assert store.ledger_signature() != third
+    (store.root / "usage.state").write_bytes(b"garbage")
+    assert store.ledger_signature() is None
+
+
+def test_accounting_recreates_a_removed_layout(root: Path) -> None:
+    store = ProfileStore(root)
+    store.put_cas(encode_cas_object(1, b"x"))
+    clean_profiles(root)
+    path = store.put_cas(encode_cas_object(1, b"y"))  # same handle, root gone in between
+    assert path.exists()
+    assert_ledger_matches_disk(root)

@@ -98,3 +98,20 @@ def test_wire_defaults_and_validation() -> None:
         AuthorizedObject(kind="value", key="k", state="upload_required")
     assert checksum_header_value("00" * 32) == "A" * 43 + "="
     assert required_headers_for(5, "00" * 32)["Content-Length"] == "5"
+
+
+def test_authorize_chunk_size_spreads_over_the_pool_within_the_gateway_cap() -> None:
+    assert plan.authorize_chunk_size(100, 100, 8) == 13  # 8 calls side by side
+    assert plan.authorize_chunk_size(2000, 100, 8) == 100  # never above the gateway's cap
+    assert plan.authorize_chunk_size(20, 100, 8) == 8  # a call has a fixed cost: at least 8 each
+    assert plan.authorize_chunk_size(5, 3, 8) == 3
+    assert plan.authorize_chunk_size(0, 100, 8) == 8
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 5000), st.integers(1, 200), st.integers(1, 64))
+def test_authorize_chunks_cover_everything_within_cap(count: int, cap: int, concurrency: int) -> None:
+    size = plan.authorize_chunk_size(count, cap, concurrency)
+    chunks = plan.chunk(list(range(count)), size)
+    assert 1 <= size <= cap
+    assert [i for c in chunks for i in c] == list(range(count))

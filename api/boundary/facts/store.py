@@ -32,6 +32,19 @@ _CH_NAME = re.compile(r"\(([A-Z_]+)\)\s*$")
 _BUDGET_CODES = frozenset({159, 396, 158, 307, 160})
 _CHDB_LOCK = threading.Lock()
 _CHDB_CLIENTS: dict[str, Client] = {}
+_REGISTRY_COLUMNS = [
+    "tenant_id",
+    "project_id",
+    "environment_id",
+    "generation",
+    "batch_id",
+    "relation",
+    "catalog_version",
+    "root_id",
+    "content_digest",
+    "rows",
+    "inserted_at",
+]
 
 
 class BudgetExceeded(Exception):
@@ -171,27 +184,75 @@ class FactStore:
 
     def ingest(self, ident: BatchIdentity, scope: BatchScope, table: pa.Table) -> BatchState:
         """Insert a checked batch once: a replay with the same digest returns the recorded state."""
+        result = self.ingest_many([(ident, scope, table)])[0]
+        if isinstance(result, BatchRejected):
+            raise result
+        return result
+
+    def _erased_roots(self, scope: BatchScope, root_ids: list[str]) -> set[str]:
+        rows = self.client.query(
+            f"SELECT DISTINCT root_id FROM {self._t(ddl.TOMBSTONE_TABLE)} FINAL"
+            f" WHERE {self._SCOPE_SQL} AND root_id IN {{roots:Array(String)}}",
+            parameters={**self._scope_params(scope), "roots": root_ids},
+        ).result_rows
+        return {str(r[0]) for r in rows}
+
+    def _registered(self, scope: BatchScope, batch_ids: list[str]) -> dict[str, BatchState]:
+        rows = self.client.query(
+            f"SELECT batch_id, relation, rows, content_digest FROM {self._t(ddl.REGISTRY_TABLE)} FINAL"
+            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND batch_id IN {{bids:Array(String)}}",
+            parameters={**self._scope_params(scope), "bids": batch_ids},
+        ).result_rows
+        return {
+            str(bid): BatchState(str(bid), scope.generation, str(rel), int(n), str(digest), replayed=True)
+            for bid, rel, n, digest in rows
+        }
+
+    def ingest_many(
+        self, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
+    ) -> list[BatchState | BatchRejected]:
+        """Make checked batches visible, each with the PUT's semantics, answered per batch in order.
+
+        Per batch: an erased root is refused (``root_erased``); a batch id already registered in
+        its scope and generation returns the recorded state when the digest and relation agree,
+        else ``batch_digest_conflict`` (a repeat inside ``items`` counts as registered). The new
+        batches cost one insert per relation and one registry insert, whatever their number:
+        ClickHouse's cost is per insert, not per row (PLATFORM.md section 6).
+        """
+        out: list[BatchState | BatchRejected | None] = [None] * len(items)
         with self._lock:
-            if self.root_erased(scope, ident.root_id):
-                raise BatchRejected(
-                    "root_erased", f"root {ident.root_id} was erased in this environment", status=409
-                )
-            existing = self.registered_batch(scope, ident.batch_id)
-            if existing is not None:
-                if existing.content_digest != ident.content_digest or existing.relation != ident.relation:
-                    raise BatchRejected(
-                        "batch_digest_conflict",
-                        f"batch {ident.batch_id} is already visible in generation {scope.generation}"
-                        " with another content digest or relation",
-                        status=409,
+            by_scope: dict[BatchScope, list[int]] = {}
+            for i, (_, scope, _) in enumerate(items):
+                by_scope.setdefault(scope, []).append(i)
+            erased: dict[BatchScope, set[str]] = {}
+            known: dict[BatchScope, dict[str, BatchState]] = {}
+            for scope, idx in by_scope.items():
+                erased[scope] = self._erased_roots(scope, sorted({items[i][0].root_id for i in idx}))
+                known[scope] = self._registered(scope, sorted({items[i][0].batch_id for i in idx}))
+            tables: dict[str, list[pa.Table]] = {}
+            registry: list[list[Any]] = []
+            now = dt.datetime.now(dt.UTC)
+            for i, (ident, scope, table) in enumerate(items):
+                if ident.root_id in erased[scope]:
+                    out[i] = BatchRejected(
+                        "root_erased", f"root {ident.root_id} was erased in this environment", status=409
                     )
-                return existing
-            if table.num_rows:
-                # A crash between these two inserts is repaired by the retry: rows collapse on row_id.
-                self.client.insert_arrow(ident.relation, table, database=self.database)
-            self.client.insert(
-                ddl.REGISTRY_TABLE,
-                [
+                    continue
+                existing = known[scope].get(ident.batch_id)
+                if existing is not None:
+                    if existing.content_digest != ident.content_digest or existing.relation != ident.relation:
+                        out[i] = BatchRejected(
+                            "batch_digest_conflict",
+                            f"batch {ident.batch_id} is already visible in generation {scope.generation}"
+                            " with another content digest or relation",
+                            status=409,
+                        )
+                    else:
+                        out[i] = existing
+                    continue
+                if table.num_rows:
+                    tables.setdefault(ident.relation, []).append(table)
+                registry.append(
                     [
                         scope.tenant_id,
                         scope.project_id,
@@ -203,27 +264,25 @@ class FactStore:
                         ident.root_id,
                         ident.content_digest,
                         table.num_rows,
-                        dt.datetime.now(dt.UTC),
+                        now,
                     ]
-                ],
-                column_names=[
-                    "tenant_id",
-                    "project_id",
-                    "environment_id",
-                    "generation",
-                    "batch_id",
-                    "relation",
-                    "catalog_version",
-                    "root_id",
-                    "content_digest",
-                    "rows",
-                    "inserted_at",
-                ],
-                database=self.database,
-            )
-            return BatchState(
-                ident.batch_id, scope.generation, ident.relation, table.num_rows, ident.content_digest
-            )
+                )
+                state = BatchState(
+                    ident.batch_id, scope.generation, ident.relation, table.num_rows, ident.content_digest
+                )
+                known[scope][ident.batch_id] = BatchState(
+                    state.batch_id, state.generation, state.relation, state.rows, state.content_digest, True
+                )
+                out[i] = state
+            # A crash between these inserts is repaired by the retry: rows collapse on row_id, and
+            # a batch is registered (hence replayed without inserting) only after its rows.
+            for relation, parts in tables.items():
+                self.client.insert_arrow(relation, pa.concat_tables(parts), database=self.database)
+            if registry:
+                self.client.insert(
+                    ddl.REGISTRY_TABLE, registry, column_names=_REGISTRY_COLUMNS, database=self.database
+                )
+        return [r for r in out if r is not None]
 
     # --- resident queries ------------------------------------------------------------------
 
