@@ -26,6 +26,7 @@ _AREAS = [
     "worker.cli_publish",  # publish
     "worker.cli_query",  # query, jobs
     "worker.cli_erase",  # erase
+    "worker.cli_ops",  # replay, rebuild, quarantine, status
     "worker.cli_demo",  # demo (the README's first command)
 ]
 

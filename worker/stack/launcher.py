@@ -95,7 +95,11 @@ def check_ports_free(state: StackState) -> None:
 
 def _common_env(state: StackState) -> dict[str, str]:
     """Environment every child gets: the data-plane processes' settings pointing at this stack."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BAML_STUDIO_")}
+    # The operator's BAML_STUDIO_* settings (sweep interval, silence limit, ...) reach the children;
+    # the stack's own addresses, credentials and paths below always win over them.
+    env = dict(os.environ)
+    # Children find this stack's stack.json (ids, tokens, URLs) whatever their working directory.
+    env["BAML_STUDIO_STACK_RUN_DIR"] = str(state.run_dir)
     tls_dir = str(Path(state.run_dir) / "tls")
     for prefix in ("GATEWAY", "COORDINATOR", "WORKER"):
         p = f"BAML_STUDIO_{prefix}_"
