@@ -22,7 +22,6 @@ pio = importlib.util.module_from_spec(_spec)
 sys.modules["projection_io_fixtures"] = pio
 _spec.loader.exec_module(pio)
 
-from activities import contracts as c  # noqa: E402
 from activities.erasure import ErasureActivities  # noqa: E402
 from activities.fact_sink import BoundaryFactSink  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
@@ -65,10 +64,3 @@ def eworld(moto: Any, boundary: Any) -> Iterator[ErasureWorld]:
     finally:
         acts.close()
         client.close()
-
-
-def project_corpus(world: Any, corpus: Any) -> None:
-    for key in corpus.up.pack_keys:
-        world.acts.ingest_pack(c.IngestPackInput(key))
-    for key in corpus.up.meta_keys:
-        world.acts.project_meta_object(c.ProjectMetaInput(key, 1))

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conftest import project_corpus
 from corpus import make_corpus, put_all, root_rows_in_clickhouse
+from erasure_corpus import project_corpus
 
 from activities import erasure_contracts as e
 from activities.contracts import ScopeRef

@@ -12,8 +12,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from conftest import project_corpus
 from corpus import make_corpus, put_all, root_rows_in_clickhouse
+from erasure_corpus import project_corpus
 from temporalio.client import Client
 
 from activities import erasure_contracts as e

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import project_corpus
 from corpus import make_corpus, put_all, root_rows_in_clickhouse
+from erasure_corpus import project_corpus
 from fastapi.testclient import TestClient
 from temporalio.client import Client
 from temporalio.worker import Worker
