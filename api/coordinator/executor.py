@@ -300,12 +300,18 @@ class QueryRun:
         execution_ids = part["execution_id"].to_pylist()
         keys = pair_keys(part)
         whole_roles = sorted({r.role for r in self.plan.refs if r.whole})
-        wholes = reader.whole_values(whole_roles, execution_ids) if whole_roles else None
+        # Whole values by CID; a call that is pending (not in the bound version) reads none.
+        readable = pc.equal(part[PRIVATE_STATE], "indexed")
+        role_cids = {
+            role: pc.if_else(readable, part[f"{role}_cid"], pa.scalar(None, pa.string()))
+            for role in whole_roles
+        }
+        texts = reader.value_texts(c for cids in role_cids.values() for c in cids.to_pylist() if c)
         for ref in self.plan.refs:
             if ref.whole:
-                assert wholes is not None
-                idx = pc.index_in(keys, value_set=pair_keys(wholes))
-                column = pc.take(wholes[ref.role].cast(pa.large_string()), idx)
+                column = pa.array(
+                    [texts.get(c) if c else None for c in role_cids[ref.role].to_pylist()], pa.large_string()
+                )
             else:
                 leaves = reader.leaves(ref.role, ref.path_text, execution_ids)
                 idx = pc.index_in(keys, value_set=pair_keys(leaves))

@@ -433,6 +433,8 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
         needed |= pub_names - {"tenant_id", "project_id", "environment_id", "generation", "row_id"}
     needed &= pub_names
     needed |= set(IDENTITY_COLUMNS) | {f"{r.role}_state" for r in refs.values()}
+    # Whole values are read by CID (values_v1 or cas/values/); the CID is a public column.
+    needed |= {f"{r.role}_cid" for r in refs.values() if r.whole}
     resident_columns = tuple(sorted(needed))
 
     resident = exp.select(*[exp.column(c) for c in resident_columns]).from_(exp.to_table(relation))

@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from activities.lance_store import LEDGER, LanceStore
+from api.coordinator.value_cache import DiskValueCache
+from api.coordinator.value_reader import ObjectSource, ValueReader
 from formats.object_keys import Scope
 
 _IN_CHUNK = 2000
@@ -63,15 +65,25 @@ class PrivateReader:
     generation: int
     datasets: dict[str, lance.LanceDataset | None]
     ledger_uri: str
+    cache: DiskValueCache | None = None
+    objects: ObjectSource | None = None
     bytes_read: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def bind(cls, store: LanceStore, scope: Scope, generation: int) -> PrivateReader:
+    def bind(
+        cls,
+        store: LanceStore,
+        scope: Scope,
+        generation: int,
+        *,
+        cache: DiskValueCache | None = None,
+        objects: ObjectSource | None = None,
+    ) -> PrivateReader:
         # The ledger first: anything it lists is already in the later-opened datasets.
-        names = (LEDGER, "calls_v1", "value_leaves_v1")
+        names = (LEDGER, "values_v1", "value_leaves_v1")
         opened = {name: store.open(scope, name) for name in names}
-        return cls(scope, generation, opened, store.uri(scope, LEDGER))
+        return cls(scope, generation, opened, store.uri(scope, LEDGER), cache, objects)
 
     @property
     def lance_version(self) -> int | None:
@@ -82,9 +94,12 @@ class PrivateReader:
         return {name: ds.version for name, ds in self.datasets.items() if ds is not None}
 
     def _count(self, table: pa.Table) -> pa.Table:
-        with self._lock:
-            self.bytes_read += table.nbytes
+        self._add(table.nbytes)
         return table
+
+    def _add(self, n: int) -> None:
+        with self._lock:
+            self.bytes_read += n
 
     # --- ledger --------------------------------------------------------------------------------
 
@@ -156,25 +171,16 @@ class PrivateReader:
 
     # --- whole values --------------------------------------------------------------------------
 
-    def whole_values(self, roles: list[str], execution_ids: list[str]) -> pa.Table:
-        """(execution_id, call_id, <role>...) JSON renderings from the private part of calls_v1."""
-        columns = ["execution_id", "call_id", *roles]
-        ds = self.datasets.get("calls_v1")
-        if ds is None or not execution_ids:
-            return pa.table(
-                {
-                    c: pa.array([], pa.string() if c in ("execution_id", "call_id") else pa.large_string())
-                    for c in columns
-                }
-            )
-        parts = []
-        unique = sorted(set(execution_ids))
-        for start in range(0, len(unique), _IN_CHUNK):
-            chunk = unique[start : start + _IN_CHUNK]
-            parts.append(
-                self._count(ds.to_table(columns=columns, filter=f"execution_id IN ({_in_list(chunk)})"))
-            )
-        return pa.concat_tables(parts)
+    def value_texts(self, cids: Iterable[str]) -> dict[str, str | None]:
+        """CID -> the value's JSON rendering, read by CID (cache, values_v1, cas/values/)."""
+        reader = ValueReader(
+            self.scope,
+            self.datasets.get("values_v1"),
+            cache=self.cache,
+            objects=self.objects,
+            count=self._add,
+        )
+        return reader.json_texts(cids)
 
 
 _LEAF_TYPES: dict[str, pa.DataType] = {

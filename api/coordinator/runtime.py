@@ -29,6 +29,8 @@ from api.coordinator.executor import Budget, QueryFailed, QueryRun
 from api.coordinator.planner import QueryPlan, plan_query
 from api.coordinator.private_reader import PrivateReader
 from api.coordinator.settings import CoordinatorSettings
+from api.coordinator.value_cache import DiskValueCache
+from api.coordinator.value_reader import DirObjects, ObjectSource, S3Objects
 from formats import boundary_wire as w
 from formats import query_output as qo
 from formats.object_keys import Scope
@@ -154,6 +156,18 @@ class CoordinatorRuntime:
         self._lock = threading.Lock()
         self.lance = lance or build_lance_store(settings)
         self._s3: Any = s3
+        self.value_cache = (
+            DiskValueCache(settings.value_cache_dir, settings.value_cache_bytes)
+            if settings.value_cache_dir is not None
+            else None
+        )
+
+    def evidence_objects(self) -> ObjectSource:
+        """Where large values are read: the bucket, or the local root the Lance datasets live under."""
+        root = self.lance.root
+        if root is not None:
+            return DirObjects(root)
+        return S3Objects(self.s3, self.settings.bucket)
 
     @property
     def s3(self) -> Any:
@@ -233,9 +247,12 @@ class CoordinatorRuntime:
         )
         public = BoundaryPublicSource(self.boundary, scope.environment_id, snap.snapshot_id, budget)
         lance = self.lance
+        cache = self.value_cache
 
         def reader() -> PrivateReader:
-            return PrivateReader.bind(lance, scope, snap.generation)
+            return PrivateReader.bind(
+                lance, scope, snap.generation, cache=cache, objects=self.evidence_objects()
+            )
 
         run = QueryRun(
             plan,

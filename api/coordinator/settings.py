@@ -48,6 +48,14 @@ class CoordinatorSettings(BaseSettings):
     lance_root: Path | None = Field(
         default=None, description="Read Lance datasets under this local directory instead of the bucket."
     )
+    value_cache_dir: Path | None = Field(
+        default=Path("run/coordinator/value-cache"),
+        description="Local disk cache of value bodies by CID (disposable; on the coordinator's own disk). "
+        "Empty: no disk cache.",
+    )
+    value_cache_bytes: int = Field(
+        default=4 << 30, ge=1 << 20, description="Largest total size of the value cache; LRU eviction beyond."
+    )
     default_wall_ms: int = Field(default=30_000, ge=1, description="Default budget: wall time (ms).")
     default_rows: int = Field(default=100_000, ge=1, description="Default budget: result rows.")
     default_bytes: int = Field(default=64 << 20, ge=1, description="Default budget: result bytes.")

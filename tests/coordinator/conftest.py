@@ -123,9 +123,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, boundary: BoundaryServer) -
 
 
 @pytest.fixture(scope="session")
-def coordinator_settings(boundary: BoundaryServer, corpus: Corpus) -> CoordinatorSettings:
+def coordinator_settings(
+    boundary: BoundaryServer, corpus: Corpus, tmp_path_factory: pytest.TempPathFactory
+) -> CoordinatorSettings:
     assert corpus.lance.root is not None
     return CoordinatorSettings(
+        value_cache_dir=tmp_path_factory.mktemp("coord-value-cache"),
         boundary_workload_url=boundary.workload_url,
         tls_dir=boundary.pki.ca_cert.parent,
         deployment_id=boundary.boot.deployment_id,

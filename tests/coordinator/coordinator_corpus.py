@@ -22,7 +22,8 @@ from activities.projection.batches import build_batches, private_tables
 from activities.projection.model import ExecutionProjection, ProjectionBatch
 from api.common.boundary_client import BoundaryClient
 from formats import boundary_wire as w
-from formats.object_keys import Scope
+from formats import cas, zstd_frame
+from formats.object_keys import Scope, large_value_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "projection"))
 from projection_corpus import CasLookup, streams
@@ -68,13 +69,49 @@ def publish_public(
         list(pool.map(lambda b: put_batch(client, scope, b), batches))
 
 
+LARGE_VALUE_BYTES = 32 * 1024  # the publisher's large-value threshold
+
+
+def ship_values(values: pa.Table, scope: Scope, objects_root: Path | None) -> pa.Table:
+    """values_v1 rows as the publisher and projector leave them: large values also stored as
+    ``cas/values/`` objects (one zstd frame around the CAS object) with that key as locator, small
+    ones with a pack locator."""
+    locators: list[str] = []
+    for cid, codec, body, size in zip(
+        values["cid"].to_pylist(),
+        values["codec"].to_pylist(),
+        values["body"].to_pylist(),
+        values["size_bytes"].to_pylist(),
+        strict=True,
+    ):
+        if size >= LARGE_VALUE_BYTES and objects_root is not None:
+            key = large_value_key(scope, cid)
+            path = objects_root / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(zstd_frame.compress_object(cas.encode_cas_object(codec, body)))
+            locators.append(key)
+        else:
+            locators.append(f"{scope.environment_id}/values/test.bamlpack.zst#{cid[:8]}")
+    return values.set_column(
+        values.schema.get_field_index("locator"), "locator", pa.array(locators, pa.string())
+    )
+
+
 def commit_private(
-    lance: LanceStore, scope: Scope, generation: int, projections: list[ExecutionProjection]
+    lance: LanceStore,
+    scope: Scope,
+    generation: int,
+    projections: list[ExecutionProjection],
+    *,
+    objects_root: Path | None = None,
 ) -> None:
     per_dataset: dict[str, list[pa.Table]] = {}
     for p in projections:
         for dataset, table in private_tables(p).items():
             per_dataset.setdefault(dataset, []).append(table)
+    if "values_v1" in per_dataset:
+        values = pa.concat_tables(per_dataset["values_v1"])
+        per_dataset["values_v1"] = [ship_values(values, scope, objects_root or lance.root)]
     for dataset in DATASETS:
         if dataset == LEDGER or dataset not in per_dataset:
             continue

@@ -115,9 +115,14 @@ def test_snapshot_isolation_of_lance_reads(corpus: Corpus, boundary: BoundarySer
     commit_private(store, boundary.scope, 1, later)
     later_ids = [p.execution_id for p in later]
     assert bound.indexed_executions(later_ids) == set()
-    assert bound.whole_values(["output"], later_ids).num_rows == 0
     assert bound.indexed_executions([p.execution_id for p in first]) == {p.execution_id for p in first}
     fresh = PrivateReader.bind(store, boundary.scope, 1)
+    fresh_leaves = fresh.datasets["value_leaves_v1"]
+    assert fresh_leaves is not None
+    some = fresh_leaves.to_table(columns=["role", "path"], filter=f"execution_id = '{later_ids[0]}'")
+    role, path = some["role"][0].as_py(), some["path"][0].as_py()
+    assert fresh.leaves(role, path, later_ids).num_rows > 0
+    assert bound.leaves(role, path, later_ids).num_rows == 0
     assert fresh.indexed_executions(later_ids) == set(later_ids)
     assert fresh.lance_version is not None and bound.lance_version is not None
     assert fresh.lance_version > bound.lance_version

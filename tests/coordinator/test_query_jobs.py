@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 import boto3
 import pytest
+from conftest import BoundaryServer
 from fastapi.testclient import TestClient
 from moto.server import ThreadedMotoServer
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.query_job import QueryJobActivities
+from api.common.boundary_client import BoundaryClient
 from api.coordinator.app import create_app
 from api.coordinator.runtime import CoordinatorRuntime
 from formats import query_output as qo
@@ -49,7 +51,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def jobs(runtime: CoordinatorRuntime) -> Iterator[Jobs]:
+def jobs(runtime: CoordinatorRuntime, boundary: BoundaryServer) -> Iterator[Jobs]:
     port = _free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     moto.start()
@@ -73,7 +75,9 @@ def jobs(runtime: CoordinatorRuntime) -> Iterator[Jobs]:
             "job_ttl_seconds": 8,
         }
     )
-    job_runtime = CoordinatorRuntime(settings, boundary=runtime.boundary, lance=runtime.lance, s3=s3)
+    # Its own Boundary client: the app closes its runtime's client when it stops.
+    own = BoundaryClient(boundary.workload_url, boundary.pki, boundary.boot.deployment_id, boundary.boot.cell)
+    job_runtime = CoordinatorRuntime(settings, boundary=own, lance=runtime.lance, s3=s3)
     ready = threading.Event()
     stop: asyncio.Event | None = None
     loop_box: dict[str, asyncio.AbstractEventLoop] = {}
