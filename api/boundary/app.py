@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from api.boundary.deps import BoundaryRuntime
 from api.boundary.metastore import Metastore
+from api.boundary.recording import RequestRecorder
 from api.boundary.routers import (
     catalog_versions,
     deployments,
@@ -107,6 +108,9 @@ def _base_app(runtime: BoundaryRuntime | None, title: str, description: str) -> 
     app = FastAPI(title=title, version=w.API_VERSION, description=description)
     app.state.runtime = runtime
     app.add_middleware(RequestIdMiddleware)
+    record_path = runtime.settings.record_requests_path if runtime is not None else None
+    if record_path is not None:  # test-only (docs/operations.md): added last, so outermost
+        app.add_middleware(RequestRecorder, path=record_path, app_name=title)
     install_error_handlers(app)
     app.openapi = _openapi_factory(app, title, description)  # type: ignore[method-assign]
     return app

@@ -59,6 +59,10 @@ class BoundarySettings(BaseSettings):
     development: bool = Field(default=True, description="Allows the dev PKI to be created on start.")
     dev_deployment_id: str | None = Field(default=None, description="Deployment the dev client cert names.")
     dev_cell: str = "dev-cell-1"
+    record_requests_path: Path | None = Field(
+        default=None,
+        description="Test only: append every request (minus Authorization) to this JSON-lines file.",
+    )
 
     def resolved_metastore_url(self) -> str:
         if self.metastore_url:

@@ -2,17 +2,20 @@
 out, and waits on what the stores hold.
 
 The stack is started with its run directory at ``<cwd>/run/stack`` and ``<cwd>`` as the working
-directory: the stack's worker and bridge then find ``stack.json`` by the default run directory
-(the launcher does not pass ``BAML_STUDIO_STACK_RUN_DIR`` to its children).
+directory. The launcher passes the caller's ``BAML_STUDIO_*`` environment through to its children
+(and sets ``BAML_STUDIO_STACK_RUN_DIR``), so ``start_stack_here(base, env=...)`` configures the
+parts, e.g. Boundary's test-only request recording.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,13 +36,13 @@ from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402
 from formats.synth.truth import GroundTruth  # noqa: E402
 from worker.cli_ops import Deployment, environment_status, load_deployment  # noqa: E402
-from worker.stack.state import StackState, load_stack_state  # noqa: E402
+from worker.stack.state import StackState, load_stack_state, pid_alive  # noqa: E402
 
 CLI = [sys.executable, "-m", "worker.cli"]
 _seeds = itertools.count(5000)
 
 
-def start_stack_here(base: Path) -> StackState:
+def start_stack_here(base: Path, env: dict[str, str] | None = None) -> StackState:
     run_dir = base / "run" / "stack"
     port = free_base_port()
     result = subprocess.run(
@@ -48,12 +51,29 @@ def start_stack_here(base: Path) -> StackState:
         text=True,
         timeout=180,
         cwd=base,
+        env={**os.environ, **(env or {})},
     )
     state = load_stack_state(run_dir)
     if result.returncode != 0 or state is None:
         logs = "\n".join(f"== {p.name}\n{p.read_text()[-2000:]}" for p in sorted(run_dir.glob("**/*.log")))
         raise AssertionError(f"stack up failed: {result.stdout}\n{result.stderr}\n{logs}")
     return state
+
+
+@contextmanager
+def stack_world(base: Path, env: dict[str, str] | None = None) -> Iterator[World]:
+    """A running stack for one test module; stopped at the end, with no process left behind."""
+    state = start_stack_here(base, env)
+    w = World(state)
+    try:
+        yield w
+    finally:
+        w.boundary.close()
+        final = load_stack_state(state.run_dir) or state
+        subprocess.run([*CLI, "stack", "down", "--run-dir", state.run_dir], capture_output=True, timeout=60)
+        pids = [final.launcher_pid, *(p.pid for p in final.parts.values() if p.pid)]
+        left = [pid for pid in pids if pid_alive(pid)]
+        assert not left, f"processes left running after stack down: {left}"
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:

@@ -17,9 +17,12 @@ from temporalio.client import Client
 from typer.testing import CliRunner
 
 from activities import contracts as c
+from formats import cas
+from formats.ids import CallRef, ThreadRef
 from formats.object_keys import data_segment_key
 from formats.synth.config import SynthConfig
 from formats.synth.generator import synthesize
+from formats.synth.truth import TruthExecution, TruthSpan
 from publisher import Publisher, PublisherSettings
 from worker.cli_ops import register
 from workflows.maintenance import SweepWorkflow
@@ -124,12 +127,47 @@ def test_end_to_end_publisher_to_projection(world: World, tmp_path: Path) -> Non
     assert all(ledger[i].status != "abandoned" for i in ids)
     assert world.root_rows(ids) == dict.fromkeys(ids, 1)
     quoted = ", ".join(f"'{i}'" for i in sorted(ids))
+    cols = "execution_id, call_id, parent_call_id, function_name, status, args_cid, output_cid, error_cid"
     table = world.boundary.resident_query(
-        f"SELECT execution_id, call_id, function_name, status FROM calls_v1 WHERE execution_id IN ({quoted})",
+        f"SELECT {cols} FROM calls_v1 WHERE execution_id IN ({quoted})",
         world.scope.environment_id,
         generation=1,
         catalog_version=1,
     )
-    got = sorted(zip(table["execution_id"].to_pylist(), table["function_name"].to_pylist(), strict=True))
-    want = sorted((e.execution_id, s.function) for e in truth.executions for s in e.spans)
-    assert got == want  # every span once, under its execution and function
+    got = sorted(zip(*(table[name].to_pylist() for name in cols.split(", ")), strict=True), key=repr)
+    want = sorted((_expected_call(e, s) for e in truth.executions for s in e.spans), key=repr)
+    assert len(set(got)) == len(got)  # no call twice
+    assert got == want  # every span exactly once: ids, parent, function, status and value CIDs
+
+
+# The synth's span statuses (record.rs FunctionEndStatus) in the catalog's vocabulary
+# (activities/projection/assemble.py CALL_STATUS): ``exited`` has no catalog status of its own.
+TRUTH_TO_CATALOG_STATUS = {
+    "ok": "succeeded",
+    "errored": "failed",
+    "cancelled": "cancelled",
+    "exited": "cancelled",
+}
+_ROLE_COLUMN = {"input": "args", "output": "output", "error": "error"}
+
+
+def _expected_call(e: TruthExecution, s: TruthSpan) -> tuple[str | None, ...]:
+    """The calls_v1 row the ground truth predicts: call ids as ``baml_call_1_`` strings of the
+    execution's root thread (the synth runs every call on it), CIDs as 64 hex digits."""
+    root = ThreadRef.from_bytes(bytes.fromhex(e.execution_id))
+
+    def ref(call: int) -> str:
+        return CallRef(root.euid, root.engine_id, root.thread_id, call).encode_string()
+
+    cid = {_ROLE_COLUMN[v.role]: cas.cid_from_string(v.cid).hex() for v in s.values if v.cid is not None}
+    status = TRUTH_TO_CATALOG_STATUS[s.status] if s.status is not None else "abandoned"
+    return (
+        e.execution_id,
+        ref(s.call_id),
+        ref(s.parent_call_id) if s.parent_call_id is not None else None,
+        s.function,
+        status,
+        cid.get("args"),
+        cid.get("output"),
+        cid.get("error"),
+    )
