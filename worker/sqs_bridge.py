@@ -377,6 +377,9 @@ async def run_bridge(settings: SqsBridgeSettings, stop: asyncio.Event) -> None:
         settings.aws_region,
         settings.aws_access_key_id,
         settings.aws_secret_access_key,
+        # A read timeout shorter than the long poll abandons receives that SQS may still fulfil:
+        # those messages then stay invisible for a whole visibility timeout.
+        read_timeout=settings.wait_time_s + 10,
     )
     queue_url = settings.queue_url or sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
     dlq_url = sqs.get_queue_url(QueueName=settings.dead_letter_queue_name)["QueueUrl"]

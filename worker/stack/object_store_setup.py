@@ -35,7 +35,16 @@ class ObjectStoreResources:
     dead_letter_queue_arn: str
 
 
-def aws_client(service: str, endpoint_url: str | None, region: str, key_id: str, secret: str) -> Any:
+def aws_client(
+    service: str,
+    endpoint_url: str | None,
+    region: str,
+    key_id: str,
+    secret: str,
+    *,
+    read_timeout: float = 10,
+) -> Any:
+    """A boto3 client; a long-polling SQS consumer must pass a ``read_timeout`` above its wait time."""
     make: Any = boto3.client  # the stubs type each service separately; callers get Any either way
     return make(
         service,
@@ -43,7 +52,9 @@ def aws_client(service: str, endpoint_url: str | None, region: str, key_id: str,
         region_name=region,
         aws_access_key_id=key_id,
         aws_secret_access_key=secret,
-        config=Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=2, read_timeout=10),
+        config=Config(
+            retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=2, read_timeout=read_timeout
+        ),
     )
 
 
