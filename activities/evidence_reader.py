@@ -4,13 +4,18 @@ Every read decompresses the one zstd frame and verifies the file's own trailing 
 identity (euid, sequence, CID) through the ``formats`` decoders; a failure comes back as a
 typed problem (:data:`PROBLEM_MISSING` / :data:`PROBLEM_CORRUPT`) the projection core
 understands, or as a :class:`formats.errors.FormatError` for the object that triggered the work.
-Decoded segments are cached per reader, so one meta object's executions share their reads.
+Decoded segments are cached per reader, so one meta object's executions share their reads (and
+:meth:`EvidenceReader.prefetch_data` fetches a meta object's data range concurrently); function
+tables are content-addressed, so verified ones are also cached process-wide by (scope, CID).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +24,40 @@ from botocore.exceptions import ClientError
 from activities.projection.model import PROBLEM_CORRUPT, PROBLEM_MISSING, MetaProblem, ResolvedValue
 from formats import cas, object_keys
 from formats import meta_segment as ms
-from formats.data_segment import DataSegment, decode_data_segment
+from formats.data_segment import DataGroup, DataSegment, decode_data_segment
 from formats.errors import FormatError
 from formats.function_table import FunctionTable, decode_function_table
 from formats.object_keys import Scope
 from formats.zstd_frame import decompress_object
 
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+class _TableCache:
+    """Verified function tables by (scope, CID), LRU: a CID names immutable bytes, and the scope
+    in the key keeps one tenant's table from answering another's lookup."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._data: OrderedDict[tuple[Scope, bytes], FunctionTable] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Scope, bytes]) -> FunctionTable | None:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[Scope, bytes], table: FunctionTable) -> None:
+        with self._lock:
+            self._data[key] = table
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+FUNCTION_TABLES = _TableCache()
 
 
 def is_missing(exc: ClientError) -> bool:
@@ -47,10 +79,17 @@ class EvidenceReader:
         self.bucket = bucket
         self._meta: dict[str, ms.MetaSegment | MetaProblem] = {}
         self._data: dict[str, DataSegment | str] = {}
+        self._groups: dict[str, dict[bytes, DataGroup]] = {}
+        self._raw: dict[str, bytes | None] = {}
 
     # --- raw ---------------------------------------------------------------------------------
 
     def get_raw(self, key: str) -> bytes | None:
+        if key in self._raw:  # prefetched
+            return self._raw.pop(key)
+        return self._fetch(key)
+
+    def _fetch(self, key: str) -> bytes | None:
         try:
             resp = self.s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
@@ -135,10 +174,33 @@ class EvidenceReader:
         self._data[key] = result
         return result
 
+    def group(self, scope: Scope, euid: str, sequence: int, root: bytes) -> DataGroup | None:
+        """This root's group in a decoded data segment (indexed once per segment), else None."""
+        key = object_keys.data_segment_key(scope, euid, sequence)
+        index = self._groups.get(key)
+        if index is None:
+            seg = self._data.get(key)
+            index = {g.root.to_bytes(): g for g in seg.groups} if isinstance(seg, DataSegment) else {}
+            self._groups[key] = index
+        return index.get(root)
+
+    def prefetch_data(self, scope: Scope, euid: str, sequences: Iterable[int], pool: Executor) -> None:
+        """GET the data segments concurrently (I/O in ``pool``); decoding stays on this thread."""
+        keys = [
+            k
+            for k in (object_keys.data_segment_key(scope, euid, s) for s in sorted(set(sequences)))
+            if k not in self._data and k not in self._raw
+        ]
+        for key, raw in zip(keys, pool.map(self._fetch, keys), strict=True):
+            self._raw[key] = raw
+
     # --- CAS ---------------------------------------------------------------------------------
 
     def function_table(self, scope: Scope, cid: bytes) -> FunctionTable | None:
         """The table by CID from ``cas/tables/``; None when absent or failing verification."""
+        cached = FUNCTION_TABLES.get((scope, cid))
+        if cached is not None:
+            return cached
         key = object_keys.table_key(scope, cid)
         try:
             data = self.get_file(key)
@@ -147,9 +209,11 @@ class EvidenceReader:
             obj = cas.decode_cas_object(
                 data, file=key, expected_cid=cid, expected_codec=cas.CODEC_FUNCTION_TABLE
             )
-            return decode_function_table(obj.body, file=key)
+            table = decode_function_table(obj.body, file=key)
         except FormatError:
             return None
+        FUNCTION_TABLES.put((scope, cid), table)
+        return table
 
     def large_value(self, scope: Scope, cid: bytes) -> ResolvedValue | None:
         """A large value by CID from ``cas/values/``; None when absent or failing verification."""

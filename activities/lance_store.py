@@ -307,12 +307,12 @@ class LanceStore:
                 log.info("lance %s commit conflict, retrying against the newest version", dataset)
                 time.sleep(0.05 * attempt)
                 continue
-            after = self.open(scope, dataset)
+            # execute() moves ``ds`` to the version it committed: no second open (one S3 round trip).
             return MergeResult(
                 dataset,
                 int(stats.get("num_inserted_rows", 0)),
                 int(stats.get("num_updated_rows", 0)),
-                after.version if after is not None else 0,
+                ds.version,
             )
 
     # --- maintenance -------------------------------------------------------------------------
@@ -351,3 +351,73 @@ class LanceStore:
             "compacted_fragments": int(getattr(metrics, "fragments_removed", 0)),
             "removed_versions": int(getattr(stats, "old_versions", 0)),
         }
+
+
+@dataclass
+class _Pending:
+    table: pa.Table
+    wake: threading.Event
+    lead: bool = False
+    done: bool = False
+    result: MergeResult | None = None
+    error: BaseException | None = None
+
+
+class MergeCoalescer:
+    """Group commit for concurrent writers of one process: merges of the same (scope, dataset)
+    that arrive while one is committing are concatenated into the next single merge_insert.
+
+    Lance charges per commit (manifest + data file round trips) and concurrent commits to one
+    dataset conflict and retry; activities running side by side on the worker's threads would
+    otherwise pay both. Each caller still returns only after a merge holding its rows has
+    committed (so "Lance before the ledger" keeps holding per caller), and a failure of that
+    merge is raised to every caller whose rows it held. The result's counts are the group's.
+    Leadership passes to the oldest waiter, so no caller commits others' rows indefinitely.
+    """
+
+    def __init__(self, store: LanceStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._queues: dict[tuple[Scope, str], list[_Pending]] = {}
+        self._leading: set[tuple[Scope, str]] = set()
+
+    def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
+        key = (scope, dataset)
+        me = _Pending(table, threading.Event())
+        with self._lock:
+            self._queues.setdefault(key, []).append(me)
+            if key not in self._leading:
+                self._leading.add(key)
+                me.lead = True
+        if not me.lead:
+            me.wake.wait()
+        if not me.done:  # leading: commit everything queued so far, then hand over
+            with self._lock:
+                group = self._queues.pop(key, [])
+            try:
+                schema = dataset_schema(dataset)
+                parts = [p.table.select(schema.names).cast(schema) for p in group]
+                result = self.store.merge(scope, dataset, pa.concat_tables(parts))
+                for p in group:
+                    p.result = result
+            except BaseException as exc:  # every caller whose rows were in it must see it
+                for p in group:
+                    p.error = exc
+            for p in group:
+                p.done = True
+            with self._lock:
+                waiting = self._queues.get(key)
+                successor = waiting[0] if waiting else None
+                if successor is None:
+                    self._leading.discard(key)
+                else:
+                    successor.lead = True
+            for p in group:
+                if p is not me:
+                    p.wake.set()
+            if successor is not None:
+                successor.wake.set()
+        if me.error is not None:
+            raise me.error
+        assert me.result is not None
+        return me.result

@@ -31,7 +31,14 @@ from temporalio.exceptions import ApplicationError
 from activities import contracts as c
 from activities.evidence_reader import EvidenceReader
 from activities.fact_sink import FactSink
-from activities.lance_store import DATASETS, LEDGER, LEDGER_SCHEMA, LanceStore, ledger_row_id
+from activities.lance_store import (
+    DATASETS,
+    LEDGER,
+    LEDGER_SCHEMA,
+    LanceStore,
+    MergeCoalescer,
+    ledger_row_id,
+)
 from activities.projection.assemble import abandoned_execution, assemble_execution
 from activities.projection.batches import build_batches, private_tables
 from activities.projection.model import (
@@ -40,6 +47,7 @@ from activities.projection.model import (
     ExecutionProjection,
     MetaProblem,
     PendingExecution,
+    ProjectionBatch,
     ResolvedValue,
 )
 from activities.projection.walk import MAX_WALK, find_root_context, plan_meta_walk
@@ -106,10 +114,15 @@ class ProjectionActivities:
         self.tenant_id = tenant_id
         self.sqs = sqs
         self.queue_url = queue_url
-        self._pool = ThreadPoolExecutor(max_workers=batch_threads, thread_name_prefix="batch-put")
+        self._pool = ThreadPoolExecutor(max_workers=batch_threads, thread_name_prefix="projection-io")
+        # Lance merges wait on each other (group commit): their own pool, so S3 prefetches never
+        # queue behind them.
+        self._lance_pool = ThreadPoolExecutor(max_workers=2 * len(DATASETS), thread_name_prefix="lance")
+        self._merges = MergeCoalescer(lance)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._lance_pool.shutdown(wait=True)
 
     def activities(self) -> list[Any]:
         return [
@@ -217,8 +230,7 @@ class ProjectionActivities:
             if not isinstance(seg, DataSegment):
                 reads.append(DataRead(seq, None, seg))
                 continue
-            group = next((g for g in seg.groups if g.root.to_bytes() == root_bytes), None)
-            reads.append(DataRead(seq, group))
+            reads.append(DataRead(seq, reader.group(scope, euid, seq, root_bytes)))
         return tuple(reads)
 
     def _input_beat(self, *args: Any) -> ExecutionInput:
@@ -287,11 +299,17 @@ class ProjectionActivities:
         return in_lance, lookup
 
     def _send_batches(self, scope: Scope, generation: int, projections: list[ExecutionProjection]) -> int:
-        batches = [b for p in projections for b in build_batches(p, scope, generation)]
-        # Each PUT is idempotent on (batch id, digest): sending them concurrently is safe.
-        for future in [self._pool.submit(self.sink.put_batch, scope, b) for b in batches]:
-            future.result()
-            _heartbeat("batches")
+        """Every public batch of the meta object in as few Boundary requests as the set caps allow.
+
+        Each batch keeps its own identity (id, digest) and idempotency: a redelivery re-sends the
+        same set and gets the recorded states back."""
+        batches: dict[tuple[str, str], ProjectionBatch] = {}
+        for p in projections:
+            for b in build_batches(p, scope, generation):
+                # One program's function_definitions_v1 batch is the same for each of its executions.
+                batches.setdefault((b.header.batch_id, b.header.content_digest), b)
+        self.sink.put_batches(scope, list(batches.values()))
+        _heartbeat("batches", len(batches))
         return len(batches)
 
     def _commit_lance(
@@ -312,14 +330,19 @@ class ProjectionActivities:
                     table = table.filter(pa.array(keep, pa.bool_()))
                 if table.num_rows:
                     per_dataset.setdefault(dataset, []).append(table)
-        rows = 0
-        for dataset in DATASETS:
-            if dataset == LEDGER or dataset not in per_dataset:
-                continue
-            table = pa.concat_tables(per_dataset[dataset])
-            self.lance.merge(scope, dataset, table)
-            rows += table.num_rows
-            _heartbeat(dataset)
+        tables = {
+            dataset: pa.concat_tables(per_dataset[dataset])
+            for dataset in DATASETS
+            if dataset != LEDGER and dataset in per_dataset
+        }
+        # The datasets are independent: commit them side by side (Lance works outside the GIL),
+        # each through the group commit shared with concurrent activities; the ledger only after
+        # every one of them has committed.
+        futures = [self._lance_pool.submit(self._merges.merge, scope, d, t) for d, t in tables.items()]
+        for future in futures:
+            future.result()
+            _heartbeat("lance")
+        rows = sum(t.num_rows for t in tables.values())
         now = time.time_ns()
         ledger = pa.table(
             {
@@ -337,7 +360,7 @@ class ProjectionActivities:
             schema=LEDGER_SCHEMA,
         )
         if ledger.num_rows:
-            self.lance.merge(scope, LEDGER, ledger)
+            self._merges.merge(scope, LEDGER, ledger)
         return rows
 
     def _outcome(self, projection: ExecutionProjection) -> c.ExecutionOutcome:
@@ -401,6 +424,14 @@ class ProjectionActivities:
         if not ended:
             return c.ProjectMetaResult(inp.key, inp.generation)
         started = self._stream_started(reader, scope, parsed.euid)
+        # The executions of one meta object share most of their data segments: fetch the union
+        # once, concurrently.
+        reader.prefetch_data(
+            scope,
+            parsed.euid,
+            (s for r in ended if r.data_segment_count for s in range(r.data_first_seq, r.data_last_seq + 1)),
+            self._pool,
+        )
         inputs = [
             self._input_beat(
                 reader,

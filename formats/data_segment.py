@@ -61,6 +61,8 @@ class DataGroup:
     file: str | None = field(default=None, compare=False, repr=False)
     cct_offset: int = field(default=0, compare=False, repr=False)
     evidence_offset: int = field(default=0, compare=False, repr=False)
+    # Decoded facts, memoised: the projector reads a group's facts twice (value prefetch, assembly).
+    _facts: tuple[EvidenceFact, ...] | None = field(default=None, init=False, compare=False, repr=False)
 
     @classmethod
     def build(
@@ -92,9 +94,13 @@ class DataGroup:
     def evidence_facts(self) -> list[EvidenceFact]:
         if not self.evidence and self.evidence_record_count == 0:
             return []
-        return decode_evidence_payload(
-            self.evidence, self.evidence_record_count, file=self.file, base=self.evidence_offset
-        )
+        if self._facts is None:
+            facts = decode_evidence_payload(
+                self.evidence, self.evidence_record_count, file=self.file, base=self.evidence_offset
+            )
+            object.__setattr__(self, "_facts", tuple(facts))
+            return facts
+        return list(self._facts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,12 @@ introspections are cached briefly, keyed by the token's hash, never by the token
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -285,6 +288,30 @@ class BoundaryClient:
             f"/projection-batches/{batch_id}",
             content=body,
             extra_headers=headers.http_headers(),
+        )
+
+    def put_projection_batch_set(
+        self, batches: Sequence[tuple[str, w.ProjectionBatchHeaders, bytes]]
+    ) -> w.ProjectionBatchSetResult:
+        """POST many batches at once (``(batch_id, headers, body)`` each): every batch is checked and
+        made visible or refused on its own, answered in order; the set as a whole is idempotent,
+        so a transient failure retries it. The caller keeps the set under the per-request limit."""
+        payload = {
+            "batches": [
+                {
+                    **headers.model_dump(exclude_none=True),
+                    "batch_id": batch_id,
+                    "body": base64.b64encode(body).decode("ascii"),
+                }
+                for batch_id, headers, body in batches
+            ]
+        }
+        return self._call(
+            w.ProjectionBatchSetResult,
+            "POST",
+            "/projection-batch-sets",
+            content=json.dumps(payload, separators=(",", ":")).encode(),
+            extra_headers={"Content-Type": "application/json"},
         )
 
     def resident_query(

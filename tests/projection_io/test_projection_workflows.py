@@ -23,6 +23,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from activities import contracts as c
 from activities.runtime import Identity
 from activities.settings import ProjectionSettings
+from formats import meta_segment as ms
+from formats.zstd_frame import decompress_object
 from worker.temporal_worker import build_worker, ensure_schedules
 from workflows import ids
 from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
@@ -149,6 +151,11 @@ def test_schedules_are_created_idempotently(temporal, world) -> None:  # type: i
     assert names == [f"sweep/t1/p1/{env}", f"index/t1/p1/{env}"]
 
 
+def _root_ended_count(key: str, body: bytes) -> int:
+    seg = ms.decode_meta_segment(decompress_object(body, file=key), file=key)
+    return sum(isinstance(r, ms.RootEnded) for r in seg.records)
+
+
 def _worker_process(temporal: Any, world: World, tq: str, log: Path) -> subprocess.Popen[bytes]:
     b = world.boundary
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAML_STUDIO_")}
@@ -175,7 +182,10 @@ def test_worker_killed_mid_activity_is_completed_by_redelivery(temporal, world, 
     put_all(world, corpus)
     for k in corpus.up.pack_keys:
         world.acts.ingest_pack(c.IngestPackInput(k))
-    key = max(corpus.up.meta_keys, key=lambda k: len(corpus.up.bodies[k]))
+    # The meta object with the most RootEnded records (the largest one holds the RootStarted
+    # records and no RootEnded: projecting it legitimately returns no outcomes).
+    key = max(corpus.up.meta_keys, key=lambda k: _root_ended_count(k, corpus.up.bodies[k]))
+    assert _root_ended_count(key, corpus.up.bodies[key]) > 0
     tq = f"tq-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "worker.log"
 
@@ -191,7 +201,7 @@ def test_worker_killed_mid_activity_is_completed_by_redelivery(temporal, world, 
                 if pending and pending[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
                     break
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.2)
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
         finally:
@@ -199,10 +209,22 @@ def test_worker_killed_mid_activity_is_completed_by_redelivery(temporal, world, 
                 proc.kill()
         proc = _worker_process(temporal, world, tq, log)
         try:
-            return await asyncio.wait_for(handle.result(), 120)
+            result: c.WorkflowOutcomes = await asyncio.wait_for(handle.result(), 120)
         finally:
             proc.terminate()
             proc.wait(15)
+        # The first attempt died with its worker: after the heartbeat timeout a later attempt
+        # (the redelivery) produced the result; Temporal records the attempt on the started event.
+        events = [e async for e in handle.fetch_history_events()]
+        assert (
+            max(
+                e.activity_task_started_event_attributes.attempt
+                for e in events
+                if e.HasField("activity_task_started_event_attributes")
+            )
+            >= 2
+        )
+        return result
 
     result = asyncio.run(main())
     assert result.done

@@ -200,7 +200,8 @@ class FactStore:
     def _registered(self, scope: BatchScope, batch_ids: list[str]) -> dict[str, BatchState]:
         rows = self.client.query(
             f"SELECT batch_id, relation, rows, content_digest FROM {self._t(ddl.REGISTRY_TABLE)} FINAL"
-            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND batch_id IN {{bids:Array(String)}}",
+            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}}"
+            " AND batch_id IN {bids:Array(String)}",
             parameters={**self._scope_params(scope), "bids": batch_ids},
         ).result_rows
         return {

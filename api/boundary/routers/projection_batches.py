@@ -1,28 +1,35 @@
-"""Workload API: ``PUT /projection-batches/{batch_id}``: one relation's public rows for one root.
+"""Workload API: projection batches, one relation's public rows for one root.
 
-The body is an Arrow IPC stream whose schema is exactly the relation's public schema; the
-identity travels in ``X-Baml-*`` headers (:class:`formats.boundary_wire.ProjectionBatchHeaders`).
+``PUT /projection-batches/{batch_id}`` carries one batch: an Arrow IPC stream whose schema is
+exactly the relation's public schema, its identity in ``X-Baml-*`` headers
+(:class:`formats.boundary_wire.ProjectionBatchHeaders`). ``POST /projection-batch-sets`` carries
+many (JSON, each with the same identity fields and its body in base64): every batch goes
+through the same checks and the same store path as the PUT and is answered on its own, while
+ClickHouse sees one insert per relation per request instead of two inserts per batch.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
+import pyarrow as pa
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.boundary.deps import Runtime, Workload
+from api.boundary import models as m
+from api.boundary.deps import BoundaryRuntime, Runtime, Workload, WorkloadCaller
 from api.boundary.facts import access
 from api.boundary.facts.batch_check import (
     BatchRejected,
+    BatchScope,
     check_digest,
     check_schema,
     check_scope,
     read_ipc,
     relation_of,
 )
-from api.boundary.facts.store import BatchIdentity
+from api.boundary.facts.store import BatchIdentity, BatchState
 from api.common.errors import (
     ApiError,
     BadRequest,
@@ -30,15 +37,13 @@ from api.common.errors import (
     Forbidden,
     NotFound,
     PayloadTooLarge,
+    problem_body,
     problem_responses,
 )
+from api.common.request_id import request_id_of
 from formats import boundary_wire as w
 
-router = APIRouter(
-    prefix="/projection-batches",
-    tags=["projection"],
-    responses=problem_responses(400, 401, 403, 404, 409, 413),
-)
+router = APIRouter(tags=["projection"], responses=problem_responses(400, 401, 403, 404, 409, 413))
 
 _BODY_DOC = {
     "requestBody": {
@@ -54,8 +59,73 @@ def rejected(exc: BatchRejected) -> ApiError:
     return cls(exc.detail, code=exc.code, remedy="Build the batch from the catalog's public schema.")
 
 
+def _too_large(limit: int, what: str = "batch body") -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"{what} exceeds {limit} bytes", code="batch_too_large", remedy="Split the batch into partitions."
+    )
+
+
+def _headers_invalid(exc: ValidationError) -> BadRequest:
+    names_of = w.ProjectionBatchHeaders.header_names()
+    fields = sorted({str(e["loc"][0]) for e in exc.errors() if e.get("loc")})
+    names = ", ".join(names_of.get(f, f) for f in fields)
+    return BadRequest(f"invalid batch headers: {names or 'headers'}", code="batch_headers_invalid")
+
+
+Checked = tuple[BatchIdentity, BatchScope, pa.Table]
+
+
+def check_batch(
+    runtime: BoundaryRuntime,
+    caller: WorkloadCaller,
+    batch_id: str,
+    ident: w.ProjectionBatchHeaders,
+    body: bytes,
+    envs: dict[str, m.Environment] | None = None,
+) -> Checked:
+    """Every check of one batch before the store (the PUT and the set share it), in the documented
+    order: environment, generation, size, digest, relation, schema, row count, scope. Raises
+    :class:`ApiError`."""
+    env = envs.get(ident.environment_id) if envs is not None else None
+    if env is None:
+        env = access.own_environment(runtime, caller, ident.environment_id)
+        if envs is not None:
+            envs[ident.environment_id] = env
+    access.writable_generation(env, ident.generation)
+    limit = runtime.settings.projection_batch_max_bytes
+    if len(body) > limit:
+        raise _too_large(limit)
+    scope = access.scope_of(env, ident.generation)
+    try:
+        check_digest(body, ident.content_digest)
+        rel = relation_of(ident.relation, ident.catalog_version)
+        table = check_schema(read_ipc(body), rel, ident.catalog_version)
+        if ident.row_count is not None and ident.row_count != table.num_rows:
+            raise BatchRejected(
+                "row_count_mismatch", f"{w.HEADER_ROW_COUNT} differs from the rows in the body"
+            )
+        check_scope(table, scope, rel, ident.root_id)
+    except BatchRejected as exc:
+        raise rejected(exc) from None
+    return (
+        BatchIdentity(batch_id, rel.name, ident.catalog_version, ident.root_id, ident.content_digest),
+        scope,
+        table,
+    )
+
+
+def _state(state: BatchState) -> w.ProjectionBatchState:
+    return w.ProjectionBatchState(
+        batch_id=state.batch_id,
+        rows=state.rows,
+        generation=state.generation,
+        relation=state.relation,
+        content_digest=state.content_digest,
+    )
+
+
 @router.put(
-    "/{batch_id}",
+    "/projection-batches/{batch_id}",
     operation_id="putProjectionBatch",
     response_model=w.ProjectionBatchState,
     openapi_extra=_BODY_DOC,
@@ -97,53 +167,140 @@ async def put_projection_batch(
             row_count=row_count,  # type: ignore[arg-type]
         )
     except ValidationError as exc:
-        fields = sorted({str(e["loc"][0]) for e in exc.errors() if e.get("loc")})
-        names = ", ".join(
-            w.ProjectionBatchHeaders.header_names()[f]
-            for f in fields
-            if f in w.ProjectionBatchHeaders.header_names()
-        )
-        raise BadRequest(
-            f"invalid batch headers: {names or 'headers'}", code="batch_headers_invalid"
-        ) from None
+        raise _headers_invalid(exc) from None
+    limit = runtime.settings.projection_batch_max_bytes
+    declared = request.headers.get("content-length")
+    # The environment and generation are checked before the body is read.
     env = access.own_environment(runtime, caller, ident.environment_id)
     access.writable_generation(env, ident.generation)
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    body = await request.body()
+    checked = check_batch(runtime, caller, batch_id, ident, body, {env.id: env})
+    store = await run_in_threadpool(runtime.fact_store)
+    result = (await run_in_threadpool(store.ingest_many, [checked]))[0]
+    if isinstance(result, BatchRejected):
+        raise rejected(result)
+    return _state(result)
+
+
+def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with its ``$defs`` inlined (the route parses the body itself, so
+    FastAPI would not register the item schema as a component)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)  # type: ignore[no-any-return]
+
+
+class _SetEnvelope(BaseModel):
+    """The set's outer shape, items unparsed: each item is validated on its own so one malformed
+    batch is answered ``batch_headers_invalid`` without refusing its neighbours."""
+
+    model_config = ConfigDict(extra="forbid")
+    batches: list[dict[str, Any]] = Field(min_length=1, max_length=w.PROJECTION_BATCH_SET_MAX)
+
+
+def _outcome_problem(batch_id: str, err: ApiError, request_id: str | None) -> w.ProjectionBatchSetOutcome:
+    problem = problem_body(
+        status=err.status,
+        code=err.error_code,
+        title=err.title,
+        detail=err.detail,
+        request_id=request_id,
+        retryable=err.retryable,
+        remedy=err.remedy,
+    )
+    return w.ProjectionBatchSetOutcome(
+        batch_id=batch_id, status=err.status, problem=w.Problem.model_validate(problem)
+    )
+
+
+def ingest_set(
+    runtime: BoundaryRuntime, caller: WorkloadCaller, raw: list[dict[str, Any]], request_id: str | None
+) -> w.ProjectionBatchSetResult:
+    """Check every batch like the PUT, then one store call for those that passed (pure of HTTP)."""
+    outcomes: list[w.ProjectionBatchSetOutcome | None] = [None] * len(raw)
+    checked: list[Checked] = []
+    at: list[int] = []
+    envs: dict[str, m.Environment] = {}
+    for i, item in enumerate(raw):
+        bid = item.get("batch_id")
+        name = bid if isinstance(bid, str) and len(bid) <= 128 else ""
+        try:
+            try:
+                parsed = w.ProjectionBatchSetItem.model_validate(item)
+            except ValidationError as exc:
+                raise _headers_invalid(exc) from None
+            headers = w.ProjectionBatchHeaders.model_validate(parsed.model_dump(exclude={"batch_id", "body"}))
+            checked.append(check_batch(runtime, caller, parsed.batch_id, headers, parsed.body, envs))
+            at.append(i)
+        except ApiError as err:
+            outcomes[i] = _outcome_problem(name, err, request_id)
+    if checked:
+        for i, result in zip(at, runtime.fact_store().ingest_many(checked), strict=True):
+            if isinstance(result, BatchRejected):
+                outcomes[i] = _outcome_problem(raw[i]["batch_id"], rejected(result), request_id)
+            else:
+                outcomes[i] = w.ProjectionBatchSetOutcome(
+                    batch_id=result.batch_id, status=200, state=_state(result)
+                )
+    done = [o for o in outcomes if o is not None]
+    visible = sum(1 for o in done if o.status == 200)
+    return w.ProjectionBatchSetResult(results=done, visible=visible, rejected=len(done) - visible)
+
+
+@router.post(
+    "/projection-batch-sets",
+    operation_id="postProjectionBatchSet",
+    response_model=w.ProjectionBatchSetResult,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "Many projection batches; each answered on its own, in order.",
+            "content": {
+                "application/json": {
+                    "schema": _inline_schema(w.ProjectionBatchSet),
+                    "example": w.example(w.ProjectionBatchSet),
+                }
+            },
+        }
+    },
+)
+async def post_projection_batch_set(
+    request: Request, caller: Workload, runtime: Runtime
+) -> w.ProjectionBatchSetResult:
+    # The whole request is capped by the per-batch limit: the client splits larger sets.
     limit = runtime.settings.projection_batch_max_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(
-            f"batch body exceeds {limit} bytes",
-            code="batch_too_large",
-            remedy="Split the batch into partitions.",
-        )
-    body = await request.body()
-    if len(body) > limit:
-        raise PayloadTooLarge(
-            f"batch body exceeds {limit} bytes",
-            code="batch_too_large",
-            remedy="Split the batch into partitions.",
-        )
-    scope = access.scope_of(env, ident.generation)
+        raise _too_large(limit, "batch set")
+    raw = await request.body()
+    if len(raw) > limit:
+        raise _too_large(limit, "batch set")
+    return await run_in_threadpool(_parse_and_ingest, runtime, caller, raw, request_id_of(request))
+
+
+def _parse_and_ingest(
+    runtime: BoundaryRuntime, caller: WorkloadCaller, raw: bytes, request_id: str | None
+) -> w.ProjectionBatchSetResult:
+    # Parsing a set of a few MiB takes milliseconds: off the event loop, like the checks.
     try:
-        check_digest(body, ident.content_digest)
-        rel = relation_of(ident.relation, ident.catalog_version)
-        table = check_schema(read_ipc(body), rel, ident.catalog_version)
-        if ident.row_count is not None and ident.row_count != table.num_rows:
-            raise BatchRejected(
-                "row_count_mismatch", f"{w.HEADER_ROW_COUNT} differs from the rows in the body"
-            )
-        check_scope(table, scope, rel, ident.root_id)
-        store = await run_in_threadpool(runtime.fact_store)
-        identity = BatchIdentity(
-            batch_id, rel.name, ident.catalog_version, ident.root_id, ident.content_digest
-        )
-        state = await run_in_threadpool(store.ingest, identity, scope, table)
-    except BatchRejected as exc:
-        raise rejected(exc) from None
-    return w.ProjectionBatchState(
-        batch_id=state.batch_id,
-        rows=state.rows,
-        generation=state.generation,
-        relation=state.relation,
-        content_digest=state.content_digest,
-    )
+        envelope = _SetEnvelope.model_validate_json(raw)
+    except ValidationError:
+        raise BadRequest(
+            f"the body must be a JSON object {{batches: [1..{w.PROJECTION_BATCH_SET_MAX} batches]}}",
+            code="batch_set_invalid",
+            remedy="Send ProjectionBatchSet JSON.",
+        ) from None
+    return ingest_set(runtime, caller, envelope.batches, request_id)

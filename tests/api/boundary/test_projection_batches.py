@@ -1,14 +1,18 @@
 # ruff: noqa: F811  (the fact_world fixture is imported by name, then requested by tests)
-"""PUT /projection-batches/{batch_id}: identity, digest, schema, scope, generation, idempotency."""
+"""PUT /projection-batches/{batch_id} and POST /projection-batch-sets: identity, digest, schema, scope,
+generation, idempotency."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+from typing import Any
 
 import pyarrow as pa
 from boundary_fixtures import World, bearer, workload_client
 from facts_fixtures import Facts, batch_id_for, execution_facts, fact_world, make_batch, read_arrow  # noqa: F401
 
+from formats import boundary_wire as w
 from formats import catalog
 
 
@@ -167,3 +171,120 @@ def test_put_projection_batch_needs_certificate_and_jwt(fact_world: World) -> No
         "/projection-batches/b1", content=body, headers={**hdr.http_headers(), **bearer("x.y.z")}
     )
     assert resp.status_code == 401
+
+
+# --- POST /projection-batch-sets: many batches, each with the PUT's semantics -------------------
+
+
+def _item(bid: str, body: bytes, hdr: w.ProjectionBatchHeaders, **override: object) -> dict:  # type: ignore[type-arg]
+    encoded = base64.b64encode(body).decode()
+    return {**hdr.model_dump(exclude_none=True), "batch_id": bid, "body": encoded, **override}
+
+
+def _post_set(fa: Facts, items: list[dict]) -> Any:  # type: ignore[type-arg]
+    return fa.client.post("/projection-batch-sets", json={"batches": items}, headers=fa.h)
+
+
+def _active_parts(world: World, table: str) -> int:
+    store = world.runtime.facts
+    assert store is not None
+    return int(
+        store.client.query(
+            "SELECT count() FROM system.parts WHERE database = {db:String} AND table = {t:String} AND active",
+            parameters={"db": store.database, "t": table},
+        ).result_rows[0][0]
+    )
+
+
+def test_batch_set_makes_each_batch_visible_with_one_insert_per_relation(fact_world: World) -> None:
+    fa = Facts(fact_world, "a")
+    items, roots = [], []
+    for idx in range(4):
+        facts = execution_facts(fa.t.tenant_id, fa.t.project_id, fa.t.environment_id, 1, 100 + idx)
+        root = facts["calls_v1"][0]["execution_id"]
+        roots.append(root)
+        for rel in ("calls_v1", "threads_v1"):
+            body, hdr = make_batch(rel, facts[rel], fa.t.environment_id, 1, root)
+            items.append(_item(batch_id_for(rel, root), body, hdr))
+    parts_before = {t: _active_parts(fact_world, t) for t in ("calls_v1", "threads_v1")}
+    resp = _post_set(fa, items)
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    assert got["visible"] == 8 and got["rejected"] == 0
+    assert [r["batch_id"] for r in got["results"]] == [i["batch_id"] for i in items]
+    assert all(r["status"] == 200 and r["state"]["state"] == "visible" for r in got["results"])
+    assert [r["state"]["content_digest"] for r in got["results"]] == [i["content_digest"] for i in items]
+    # Eight batches, two relations: one new part per relation (background merges only reduce it).
+    for table, before in parts_before.items():
+        assert _active_parts(fact_world, table) - before <= 1
+    calls = read_arrow(fa.query("SELECT execution_id FROM calls_v1"))
+    assert sorted(set(calls["execution_id"].to_pylist())) == sorted(roots) and calls.num_rows == 12
+    # The same set again: every batch answers its recorded state and nothing is inserted.
+    again = _post_set(fa, items)
+    assert again.status_code == 200 and again.json()["results"] == got["results"]
+    store = fact_world.runtime.facts
+    assert store is not None
+    raw = store.client.query(
+        f"SELECT count() FROM {store.database}.calls_v1 WHERE tenant_id = {{t:String}}",
+        parameters={"t": fa.t.tenant_id},
+    ).result_rows[0][0]
+    assert raw == 12
+
+
+def test_batch_set_answers_each_batch_like_the_put(fact_world: World) -> None:
+    fa = Facts(fact_world, "a")
+    rows, root = _calls(fact_world, idx=7)
+    body, hdr = make_batch("calls_v1", rows, fa.t.environment_id, 1, root)
+    bid = batch_id_for("calls_v1", root)
+    put = fa.put(bid, body, hdr)
+    assert put.status_code == 200
+    body2, hdr2 = make_batch("calls_v1", rows[:2], fa.t.environment_id, 1, root)
+    trows, troot = _calls(fact_world, idx=8)
+    tbody, thdr = make_batch("calls_v1", trows, fa.t.environment_id, 1, troot)
+    brows, broot = _calls(fact_world, "b", idx=9)
+    bbody, bhdr = make_batch("calls_v1", brows, fact_world.b.environment_id, 1, broot)
+    xrows, xschema = _with_extra_column(trows, "args", pa.string())
+    xbody, xhdr = make_batch("calls_v1", xrows, fa.t.environment_id, 1, troot, schema=xschema)
+    items = [
+        _item(bid, body, hdr),  # already visible, same digest: the PUT's state
+        _item(bid, body2, hdr2),  # same id, other digest: conflict
+        _item("t-ok", tbody, thdr),  # new
+        _item("t-ok", body2, hdr2),  # a repeat inside the set with another digest: conflict
+        _item("t-bad-digest", tbody, thdr, content_digest="sha256:" + "0" * 64),
+        _item("t-bad-header", tbody, thdr, content_digest="md5:abc"),
+        _item("t-other-env", bbody, bhdr),
+        _item("t-private", xbody, xhdr),
+        _item("t-rows", tbody, thdr, row_count=99),
+    ]
+    resp = _post_set(fa, items)
+    assert resp.status_code == 200, resp.text
+    res = resp.json()["results"]
+    assert [(r["batch_id"], r["status"]) for r in res] == [
+        (bid, 200), (bid, 409), ("t-ok", 200), ("t-ok", 409), ("t-bad-digest", 400),
+        ("t-bad-header", 400), ("t-other-env", 404), ("t-private", 400), ("t-rows", 400),
+    ]  # fmt: skip
+    assert res[0]["state"] == put.json()
+    codes = [r["problem"]["code"] if r["problem"] else None for r in res]
+    assert codes == [
+        None, "batch_digest_conflict", None, "batch_digest_conflict", "content_digest_mismatch",
+        "batch_headers_invalid", "environment_not_found", "private_column", "row_count_mismatch",
+    ]  # fmt: skip
+    assert resp.json()["visible"] == 2 and resp.json()["rejected"] == 7
+    got = read_arrow(fa.query("SELECT execution_id, count() AS n FROM calls_v1 GROUP BY execution_id"))
+    assert dict(zip(got["execution_id"].to_pylist(), got["n"].to_pylist(), strict=True)) == {
+        root: 3,
+        troot: 3,
+    }
+
+
+def test_batch_set_envelope_and_size_are_checked(fact_world: World) -> None:
+    fa = Facts(fact_world, "a")
+    resp = fa.client.post("/projection-batch-sets", json={"batches": []}, headers=fa.h)
+    assert resp.status_code == 400 and resp.json()["code"] == "batch_set_invalid"
+    resp = fa.client.post("/projection-batch-sets", content=b"not json", headers=fa.h)
+    assert resp.status_code == 400 and resp.json()["code"] == "batch_set_invalid"
+    limit = fact_world.runtime.settings.projection_batch_max_bytes
+    resp = fa.client.post("/projection-batch-sets", content=b" " * (limit + 1), headers=fa.h)
+    assert resp.status_code == 413 and resp.json()["code"] == "batch_too_large"
+    no_jwt = workload_client(fact_world.runtime, fact_world.a.pki.client_cert)
+    assert no_jwt.post("/projection-batch-sets", json={"batches": []}).status_code == 401

@@ -1,0 +1,91 @@
+"""MergeCoalescer: concurrent merges of one dataset share commits, every caller's rows land once,
+and a failed commit is raised to every caller whose rows it held (local Lance, real threads)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from activities.lance_store import LanceStore, MergeCoalescer, MergeResult, dataset_schema
+from formats.object_keys import Scope
+
+SCOPE = Scope("ten_a", "prj_a", "env_a")
+
+
+def _refs(caller: int, n: int = 20) -> pa.Table:
+    # Each caller: its own rows plus five rows every caller shares (same key, same content).
+    cids = [f"{caller:02d}{i:062d}" for i in range(n)] + [f"ff{i:062d}" for i in range(5)]
+    return pa.table(
+        {"cid": cids, "root_id": ["r"] * len(cids), "process_euid": ["e"] * len(cids)},
+        schema=dataset_schema("cid_refs_v1"),
+    )
+
+
+class SlowStore(LanceStore):
+    """Counts commits and holds each one a moment, so concurrent callers queue behind it."""
+
+    def __init__(self, root: Path, fail_when: str | None = None) -> None:
+        super().__init__(root=root)
+        self.commits: list[int] = []
+        self.fail_when = fail_when
+
+    def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
+        self.commits.append(table.num_rows)
+        time.sleep(0.3)
+        if self.fail_when is not None and self.fail_when in table["cid"].to_pylist():
+            raise RuntimeError("injected commit failure")
+        return super().merge(scope, dataset, table)
+
+
+def _run(coalescer: MergeCoalescer, tables: list[pa.Table]) -> list[Any]:
+    out: list[Any] = [None] * len(tables)
+    start = threading.Barrier(len(tables))
+
+    def one(i: int) -> None:
+        start.wait()
+        try:
+            out[i] = coalescer.merge(SCOPE, "cid_refs_v1", tables[i])
+        except RuntimeError as exc:
+            out[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(tables))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out
+
+
+def test_concurrent_merges_share_commits_and_keep_one_row_per_key(tmp_path: Path) -> None:
+    store = SlowStore(tmp_path)
+    got = _run(MergeCoalescer(store), [_refs(i) for i in range(8)])
+    assert all(isinstance(r, MergeResult) for r in got)
+    # The first caller commits alone (or with a few); the rest queue behind it and share.
+    assert 2 <= len(store.commits) < 8
+    table = store.read(SCOPE, "cid_refs_v1")
+    keys = table["cid"].to_pylist()
+    assert len(keys) == len(set(keys)) == 8 * 20 + 5
+    # Sequential use afterwards still works (leadership was released).
+    assert MergeCoalescer(store).merge(SCOPE, "cid_refs_v1", _refs(9)).inserted == 20
+
+
+def test_a_failed_group_commit_is_raised_to_every_caller_in_it(tmp_path: Path) -> None:
+    poison = _refs(3)["cid"][0].as_py()
+    store = SlowStore(tmp_path, fail_when=poison)
+    coalescer = MergeCoalescer(store)
+    got = _run(coalescer, [_refs(i) for i in range(6)])
+    failed = [i for i, r in enumerate(got) if isinstance(r, RuntimeError)]
+    assert 3 in failed
+    landed = set(store.read(SCOPE, "cid_refs_v1")["cid"].to_pylist())
+    for i, r in enumerate(got):
+        mine = set(_refs(i)["cid"].to_pylist())
+        # A caller told "committed" has its rows; a caller told "failed" shared the poisoned group.
+        assert (mine <= landed) == isinstance(r, MergeResult)
+    # The retry (the activity's redelivery) goes through the same coalescer and lands.
+    store.fail_when = None
+    assert coalescer.merge(SCOPE, "cid_refs_v1", _refs(3)).inserted >= 20
+    assert set(_refs(3)["cid"].to_pylist()) <= set(store.read(SCOPE, "cid_refs_v1")["cid"].to_pylist())
