@@ -26,6 +26,7 @@ from formats.errors import FormatError
 from formats.function_table import FunctionTable, decode_function_table
 from formats.profile_store import layout
 from formats.segment_names import Plane
+from formats.synth import GroundTruth, SynthConfig
 
 
 @dataclass
@@ -185,3 +186,27 @@ class CasLookup:
             return None
         obj = cas.decode_cas_object(path.read_bytes(), expected_cid=cid)
         return ResolvedValue(obj.body, obj.codec, locator=f"cas/values/{cid.hex()[:2]}/{cid.hex()}")
+
+
+# Outcomes, long executions (several data segments), lost and large values, two engines per
+# process and unfinished executions, all in one small corpus.
+CORPUS_CONFIG = SynthConfig(
+    seed=7,
+    processes=2,
+    engines_per_process=2,
+    executions=120,
+    p_failed=0.15,
+    p_cancelled=0.05,
+    p_panicked=0.05,
+    p_long=0.25,
+    p_large_value=0.02,
+    p_too_large_value=0.03,
+    unfinished_per_process=2,
+)
+
+
+@dataclass
+class Corpus:
+    root: Path
+    truth: GroundTruth
+    streams: list[Stream]

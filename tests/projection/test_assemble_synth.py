@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPUS_CONFIG, Corpus
-from projection_corpus import CasLookup, streams
+from projection_corpus import CORPUS_CONFIG, CasLookup, Corpus, streams
 
 from activities.projection.assemble import abandoned_execution, assemble_execution
 from activities.projection.model import ExecutionProjection

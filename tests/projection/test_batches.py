@@ -7,9 +7,8 @@ import json
 
 import pyarrow as pa
 import pytest
-from conftest import Corpus
 from projection_builders import PROGRAM, SECRET_ID, Case, Lookup, execution_input
-from projection_corpus import CasLookup, streams
+from projection_corpus import CasLookup, Corpus, streams
 
 from activities.projection.assemble import abandoned_execution, assemble_execution
 from activities.projection.batches import (
