@@ -380,6 +380,7 @@ class ProjectionActivities:
         sweep: bool,
         meta_key: str | None,
     ) -> tuple[list[c.ExecutionOutcome], int, int]:
+        t0 = time.perf_counter()
         in_lance, lookup = self._value_lookup(reader, scope, inputs)
         outcomes: list[c.ExecutionOutcome] = []
         projections: list[ExecutionProjection] = []
@@ -395,10 +396,20 @@ class ProjectionActivities:
                 continue
             projections.append(result)
             outcomes.append(self._outcome(result))
+        t1 = time.perf_counter()
         sent = self._send_batches(scope, generation, projections) if projections else 0
         _heartbeat("batches", sent)
+        t2 = time.perf_counter()
         rows = (
             self._commit_lance(scope, generation, projections, set(in_lance), meta_key) if projections else 0
+        )
+        # Durations only (no values): where an object's projection time goes, for freshness work.
+        log.info(
+            "projected executions=%d values+assemble=%.3fs boundary=%.3fs lance=%.3fs",
+            len(projections),
+            t1 - t0,
+            t2 - t1,
+            time.perf_counter() - t2,
         )
         return outcomes, sent, rows
 
@@ -407,6 +418,7 @@ class ProjectionActivities:
         parsed = self._parse_in_scope(inp.key, "meta_segment")
         scope = parsed.scope
         assert parsed.euid is not None and parsed.sequence is not None
+        began = time.perf_counter()
         self._check_generation(scope, inp.generation)
         reader = EvidenceReader(self.s3, self.bucket)
         try:
@@ -446,6 +458,7 @@ class ProjectionActivities:
             for r in ended
         ]
         _heartbeat("read", len(inputs))
+        log.info("meta read executions=%d read=%.3fs", len(inputs), time.perf_counter() - began)
         outcomes, sent, rows = self._project(
             reader, scope, inp.generation, inputs, sweep=False, meta_key=inp.key
         )

@@ -38,6 +38,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
 from activities import contracts as c
 from activities.settings import ProjectionSettings, get_projection_settings
@@ -52,6 +53,20 @@ log = logging.getLogger("baml_studio.sqs_bridge")
 _COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
 QUARANTINE_ATTRIBUTE = "baml-quarantine-markers"  # DLQ message attribute: JSON [[marker, reason]]
 UNKNOWN_GENERATION = 0  # a key outside every environment: the workflow quarantines it first
+PACK_WAIT_S = 10.0  # longest a meta object waits for its stream's packs in flight before starting
+
+
+def stream_of(key: str) -> str:
+    """The stream prefix of an object key (``.../streams/<euid>``): what a meta and its packs share."""
+    return key.rsplit("/", 2)[0]
+
+
+def _discard(index: dict[str, set[Any]], stream: str, item: object) -> None:
+    members = index.get(stream)
+    if members is not None:
+        members.discard(item)
+        if not members:
+            del index[stream]
 
 
 def queue_counts(sqs: Any, queue_url: str) -> dict[str, int]:
@@ -171,6 +186,11 @@ class Bridge:
         self.tally: Counter[str] = Counter()
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
+        # Per stream (key prefix before /meta/ or /values/): meta workflows this bridge waits on, and
+        # packs being ingested. A pack that lands wakes the stream's metas (values_landed) instead of
+        # leaving them on their back-off timer; a meta waits briefly for the stream's packs in flight.
+        self._metas: dict[str, set[str]] = {}
+        self._packs: dict[str, set[asyncio.Event]] = {}
 
     # --- workflows ---------------------------------------------------------------------------
 
@@ -205,6 +225,20 @@ class Bridge:
             self.tally["reused_completed"] += 1
             return self.client.get_workflow_handle(r.workflow_id, result_type=c.WorkflowOutcomes)
 
+    async def _packs_first(self, stream: str) -> None:
+        """Let the stream's packs in flight finish first (bounded): the publisher PUTs a flush's packs
+        before its meta objects, so projecting now would mostly find the values not yet ingested."""
+        landing = [e.wait() for e in self._packs.get(stream, ())]
+        if landing:
+            await asyncio.wait([asyncio.ensure_future(w) for w in landing], timeout=PACK_WAIT_S)
+
+    async def _wake_metas(self, stream: str) -> None:
+        for workflow_id in list(self._metas.get(stream, ())):
+            # A meta that completed meanwhile rejects the signal: nothing to wake.
+            with contextlib.suppress(RPCError):
+                await self.client.get_workflow_handle(workflow_id).signal("values_landed")
+                self.tally["values_landed"] += 1
+
     async def run_object(self, event: ObjectEvent) -> ObjectResult:
         try:
             r = await self._route(event)
@@ -212,13 +246,28 @@ class Bridge:
             return ObjectResult(event.key, False, error=type(exc).__name__)
         if r is None:
             return ObjectResult(event.key, True)
-        handle = await self.start(r)
+        stream = stream_of(r.key)
+        landed = asyncio.Event()
+        if r.kind == "pack":
+            self._packs.setdefault(stream, set()).add(landed)
+        else:
+            await self._packs_first(stream)
+            self._metas.setdefault(stream, set()).add(r.workflow_id)
         try:
+            handle = await self.start(r)
             outcome = await handle.result()
         except WorkflowFailureError as exc:
             cause = exc.cause
             log.warning("workflow %s failed: %s", r.workflow_id, type(cause).__name__)
             return ObjectResult(event.key, False, error=type(cause).__name__)
+        finally:
+            if r.kind == "pack":
+                landed.set()
+                _discard(self._packs, stream, landed)
+            else:
+                _discard(self._metas, stream, r.workflow_id)
+        if r.kind == "pack" and outcome.done and outcome.quarantined is None:
+            await self._wake_metas(stream)
         return ObjectResult(event.key, outcome.done, outcome.quarantined)
 
     # --- messages ----------------------------------------------------------------------------

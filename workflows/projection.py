@@ -84,6 +84,9 @@ class ProjectMetaObjectWorkflow:
     @workflow.run
     async def run(self, inp: c.ProjectMetaWorkflowInput) -> c.WorkflowOutcomes:
         try:
+            # A values_landed that arrives while an activity runs must not be lost: the flag is
+            # cleared before each projection, not before the wait.
+            self._nudged = False
             first = await self._project(inp, ())
         except ActivityError as err:
             reason = _quarantine_reason(err)
@@ -99,11 +102,11 @@ class ProjectMetaObjectWorkflow:
             pending = tuple(sorted(k for k, o in self._outcomes.items() if o.outcome == c.PENDING))
             if not pending or waited >= inp.pending.deadline_s:
                 break
-            self._nudged = False
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._nudged, timeout=timedelta(seconds=delay))
             waited += delay
             delay = min(delay * 2, inp.pending.max_s)
+            self._nudged = False
             again = await self._project(inp, pending)
             self._outcomes.update({o.root_id: o for o in again.outcomes})
         return self._done(inp)

@@ -232,3 +232,32 @@ def test_many_messages_are_handled_concurrently(moto_url: str) -> None:
         assert bridge.tally["delete"] == len(keys)
 
     _run(moto_url, scenario)
+
+
+def test_a_landed_pack_wakes_the_waiting_meta_objects_of_its_stream(moto_url: str) -> None:
+    # The stand-in meta waits for values_landed ("pending" environment); nobody signals it but the
+    # bridge itself, once the same stream's pack workflow has completed.
+    stream = "evidence/v1/t1/p1/pending/streams/" + "c" * 32
+    meta = f"{stream}/meta/{'0' * 19}7.bamlmeta.zst"
+    other = "evidence/v1/t1/p1/pending/streams/" + "d" * 32 + f"/meta/{'0' * 19}8.bamlmeta.zst"
+    pack = f"{stream}/values/01HZZZZZZZZZZZZZZZZZZZZZZZ.bamlpack.zst"
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", meta))
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", other))
+        await _until(lambda: _ge(_runs(client, ids.project_meta_id(1, meta)), 1), 10, "the meta to start")
+        await asyncio.sleep(2)
+        assert _count(q.sqs, q.url) == (0, 2)  # both metas held, waiting for values
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", pack))
+        await _until(lambda: _ge(_count_async(q, q.url, 1), 1), 20, "the pack and its stream's meta done")
+        assert bridge.tally["values_landed"] == 1  # only the pack's own stream was woken
+        assert _count(q.sqs, q.url) == (0, 1)  # the other stream's meta still waits
+        await client.get_workflow_handle(ids.project_meta_id(1, other)).signal("values_landed")
+        await _until(lambda: _empty(q), 20, "the other meta deleted once signalled")
+
+    _run(moto_url, scenario)
+
+
+async def _count_async(q: Queues, url: str, in_flight: int) -> int:
+    visible, held = _count(q.sqs, url)
+    return int(visible == 0 and held == in_flight)
