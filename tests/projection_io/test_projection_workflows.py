@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, World
 from corpus import make_corpus, put_all, root_rows_in_clickhouse
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
@@ -30,6 +29,8 @@ from workflows import ids
 from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
 
 FAST = c.PendingPolicy(initial_s=0.5, max_s=1.0, deadline_s=60.0)
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository root: the worker runs from it
 
 
 async def start_meta(
@@ -56,7 +57,7 @@ async def start_pack(client: Client, tq: str, key: str) -> WorkflowHandle[Any, A
     )
 
 
-def run_with_worker(temporal: Any, world: World, body: Any) -> Any:
+def run_with_worker(temporal: Any, world: Any, body: Any) -> Any:
     async def main() -> Any:
         client = await Client.connect(temporal.address)
         tq = f"tq-{uuid.uuid4().hex[:8]}"
@@ -156,7 +157,7 @@ def _root_ended_count(key: str, body: bytes) -> int:
     return sum(isinstance(r, ms.RootEnded) for r in seg.records)
 
 
-def _worker_process(temporal: Any, world: World, tq: str, log: Path) -> subprocess.Popen[bytes]:
+def _worker_process(temporal: Any, world: Any, tq: str, log: Path) -> subprocess.Popen[bytes]:
     b = world.boundary
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAML_STUDIO_")}
     env |= {
