@@ -356,7 +356,7 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
         for role in ROLES:
             cid = per[role].cid
             if cid is not None:
-                leaves.extend(rendered.leaf_rows(execution_id, call_id, role, cid))
+                leaves.extend(rendered.leaf_rows(execution_id, call_id, role, cid, calls[-1]))
 
     threads = _threads(
         root, facts, spans, states, names, zero, execution_id, euid_hex, status, index_state, value_state, inp

@@ -33,6 +33,8 @@ KEY_MAX_VALUE_CHARS = 256
 RENDER_CACHE_ENTRIES = 4096
 RENDER_CACHE_MAX_BODY = 4096
 _SAFE_INT = 2**53 - 1
+# Public calls_v1 columns copied onto each leaf row (pruning in the leaf scan, docs/query.md).
+CALL_FACTS = ("function_name", "started_at_ns", "status", "duration_ns")
 
 Scalar = str | int | float | bool | None
 
@@ -170,14 +172,24 @@ class RenderedValues:
                 _remember(_shared_leaves, cid, out)
         return self._leaves[cid]
 
-    def leaf_rows(self, execution_id: str, call_id: str, role: str, cid: bytes) -> list[Row]:
+    def leaf_rows(
+        self, execution_id: str, call_id: str, role: str, cid: bytes, call: Row | None = None
+    ) -> list[Row]:
+        """Leaf rows of one value; ``call`` is the call's public ``calls_v1`` row.
+
+        The call's public pruning facts (:data:`CALL_FACTS`) are copied onto every leaf so a query
+        can filter and rank leaves by function, time window and status in one indexed Lance scan,
+        without shipping candidate id lists. They are public facts: the copy leaks nothing.
+        """
         template = self._leaf_template(cid)
         if not template:
             return []
         cid_hex = cid.hex()
         ids = _RowIds("value_leaves_v1", execution_id, call_id, role)
+        facts = {name: (call or {}).get(name) for name in CALL_FACTS}
         return [
             {
+                **facts,
                 "row_id": ids.at(index),
                 "execution_id": execution_id,
                 "call_id": call_id,

@@ -9,10 +9,11 @@ Private queries run in four steps:
 2. the ledger at the bound Lance version says which candidates' executions are indexed; the others
    carry ``private_state = 'pending'`` and pass every private filter (never a silent non-match);
 3. exact-match filters prune the candidates with one index lookup each on the leaves' ``key``;
-4. private columns are filled chunk by chunk in the candidates' order (leaf lookups by execution,
-   whole values from the private part of ``calls_v1``); when the query's order is public and it
-   has a LIMIT, the executor stops as soon as enough rows pass the private filters (substring
-   search stops early instead of scanning every match, PLATFORM.md "Query floors" 4).
+4. private columns are filled chunk by chunk in the candidates' order (whole values by CID; leaves
+   with one pruned scan per path when the plan has a ``leaf_prune`` over the leaves' public call
+   copies, joined with the candidates in Arrow, else by execution id lists); when the query's
+   order is public and it has a LIMIT, the executor stops as soon as enough rows pass the private
+   filters (PLATFORM.md "Query floors" 4). ``<role> LIKE '%x%'`` is answered from string leaves.
 
 DataFusion then runs the final SQL over the joined rows. Everything reads the bound versions.
 """
@@ -128,6 +129,8 @@ class QueryRun:
         self.candidate_cap = candidate_cap
         self.usage = _Usage()
         self.outcome: qo.QueryOutcome | None = None
+        # One pruned scan per leaf path / needle per query, reused by every chunk.
+        self._scans: dict[tuple[str, str, str], tuple[pa.Table, pa.Array]] = {}
 
     # --- the stream ----------------------------------------------------------------------------
 
@@ -229,12 +232,10 @@ class QueryRun:
                 remedy=JOBS_REMEDY + " Or narrow the function_name / started_at_ns filters.",
             )
         self.reader = reader = self._reader_factory()
-        execution_ids = cands["execution_id"].to_pylist()
-        indexed = reader.indexed_executions(execution_ids)
-        is_indexed = pc.is_in(cands["execution_id"], value_set=pa.array(sorted(indexed), pa.string()))
+        is_indexed = reader.indexed_mask(cands["execution_id"])
         # Pending only where a value exists to wait for: a call without a captured value in the
         # roles the query reads has nothing pending, its private fields are simply absent (NULL).
-        roles = sorted({r.role for r in plan.refs})
+        roles = list(plan.roles)
         has_value = pc.equal(cands[f"{roles[0]}_state"], "available")
         for role in roles[1:]:
             has_value = pc.or_(has_value, pc.equal(cands[f"{role}_state"], "available"))
@@ -258,6 +259,9 @@ class QueryRun:
         parts: list[pa.Table] = []
         survivors = 0
         chunk = _FIRST_CHUNK
+        if plan.early_limit is None and plan.leaf_prune is not None:
+            # Every candidate is read and each leaf path is one scan anyway: join once.
+            chunk = max(cands.num_rows, 1)
         start = 0
         while start < cands.num_rows:
             part = self._materialize(cands.slice(start, chunk), reader)
@@ -277,7 +281,7 @@ class QueryRun:
             joined = pa.concat_tables(parts, promote_options="permissive")
         else:
             joined = self._materialize(cands, reader)
-        self.usage.unavailable = _lost_values(joined, sorted({r.role for r in plan.refs}))
+        self.usage.unavailable = _lost_values(joined, list(plan.roles))
         pending = pc.equal(joined[PRIVATE_STATE], "pending")
         if plan.aggregate:
             # A group cannot hold a value it has not read: pending rows are reported, not grouped.
@@ -297,7 +301,12 @@ class QueryRun:
         return result
 
     def _materialize(self, part: pa.Table, reader: PrivateReader) -> pa.Table:
-        execution_ids = part["execution_id"].to_pylist()
+        # Id lists are only needed when a leaf read cannot use the pruned scan.
+        execution_ids: list[str] = (
+            []
+            if self.plan.leaf_prune is not None and reader.leaves_carry_call_facts
+            else part["execution_id"].to_pylist()
+        )
         keys = pair_keys(part)
         whole_roles = sorted({r.role for r in self.plan.refs if r.whole})
         # Whole values by CID; a call that is pending (not in the bound version) reads none.
@@ -313,11 +322,45 @@ class QueryRun:
                     [texts.get(c) if c else None for c in role_cids[ref.role].to_pylist()], pa.large_string()
                 )
             else:
-                leaves = reader.leaves(ref.role, ref.path_text, execution_ids)
-                idx = pc.index_in(keys, value_set=pair_keys(leaves))
+                leaves, leaf_keys = self._leaves(reader, ref.role, ref.path_text, execution_ids)
+                idx = pc.index_in(keys, value_set=leaf_keys)
                 column = _leaf_column(leaves, idx)
+                # Pending rows carry NULL private fields, whatever an uncommitted write left behind.
+                column = pc.if_else(readable, column, pa.scalar(None, column.type))
             part = part.append_column(ref.column, column)
+        for sub in self.plan.substrings:
+            hits = self._substring_hits(reader, sub.role, sub.needle, execution_ids)
+            found = pc.is_in(keys, value_set=hits)
+            # A pending call has no leaves to search: NULL, and the final filter lets it pass.
+            part = part.append_column(sub.column, pc.if_else(readable, found, pa.scalar(None, pa.bool_())))
         return part
+
+    def _leaves(
+        self, reader: PrivateReader, role: str, path_text: str, execution_ids: list[str]
+    ) -> tuple[pa.Table, pa.Array]:
+        """Leaf rows at a path and their (execution_id, call_id) join keys."""
+        prune = self.plan.leaf_prune if reader.leaves_carry_call_facts else None
+        if prune is None:
+            leaves = reader.leaves(role, path_text, execution_ids)
+            return leaves, pair_keys(leaves)
+        key = ("leaf", role, path_text)
+        if key not in self._scans:
+            leaves = reader.pruned_leaves(role, path_text, prune)
+            self._scans[key] = (leaves, pair_keys(leaves))
+        return self._scans[key]
+
+    def _substring_hits(
+        self, reader: PrivateReader, role: str, needle: str, execution_ids: list[str]
+    ) -> pa.Array:
+        """(execution_id, call_id) join keys of the calls with a string leaf containing ``needle``."""
+        prune = self.plan.leaf_prune if reader.leaves_carry_call_facts else None
+        if prune is None:
+            return pair_keys(reader.calls_with_substring(role, needle, execution_ids=execution_ids))
+        key = ("contains", role, needle)
+        if key not in self._scans:
+            hits = reader.calls_with_substring(role, needle, prune=prune)
+            self._scans[key] = (hits, pair_keys(hits))
+        return self._scans[key][1]
 
     def _count_where(self, ctx: SessionContext, part: pa.Table) -> int:
         name = "__chunk"

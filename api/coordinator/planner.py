@@ -108,6 +108,19 @@ class LeafFilter:
 
 
 @dataclass(frozen=True)
+class SubstringColumn:
+    """``<role> LIKE '%needle%'`` on a whole value: a boolean pseudo column the executor fills.
+
+    True when some *string leaf* of the call's ``role`` value contains ``needle`` (key names and
+    the JSON punctuation never match); answered from the leaves' n-gram indexed ``string`` column.
+    """
+
+    role: str
+    needle: str
+    column: str
+
+
+@dataclass(frozen=True)
 class QueryPlan:
     relation: str | None
     query_class: QueryClass
@@ -126,10 +139,19 @@ class QueryPlan:
     narrowed: bool = True
     aggregate: bool = False
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    substrings: tuple[SubstringColumn, ...] = ()
+    # Lance filter over the public copies on each leaf row (function_name, started_at_ns, status)
+    # implied by the public conjuncts: pruning only, the candidates still decide which calls count.
+    leaf_prune: str | None = None
 
     @property
     def private(self) -> bool:
-        return bool(self.refs)
+        return bool(self.refs) or bool(self.substrings)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The private roles the query reads (for availability and pending)."""
+        return tuple(sorted({r.role for r in self.refs} | {s.role for s in self.substrings}))
 
     @property
     def interactive(self) -> bool:
@@ -337,6 +359,7 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
     refs: dict[tuple[str, tuple[str | int, ...]], PrivateRef] = {}
     private_cols = {name: _private_columns_of(name) for name in names}
     roles_all = tuple(sorted({r for n in names for r in PRIVATE_ROLES.get(n, ())}))
+    substrings = _substring_columns(root, roles_all)
     found: list[tuple[exp.Expression, str, tuple[str | int, ...]]] = []
     for node in list(root.walk()):
         if (
@@ -358,7 +381,7 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
                             f"private column {rel_name}.{node.name} is not queryable in this version",
                             remedy="Query args, output and error of calls_v1.",
                         )
-    if not found:
+    if not found and not substrings:
         return QueryPlan(
             relation=next(iter(names)) if len(names) == 1 else None,
             query_class="public",
@@ -394,6 +417,7 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
             if hit is not None:
                 node.replace(exp.column(refs[hit].column))
     by_column = {r.column: r for r in refs.values()}
+    substring_names = {sc.column for sc in substrings}
     # Select aliases whose expression reads a private field count as private where they are used.
     private_aliases = {
         e.alias
@@ -406,7 +430,9 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
     public_conds: list[exp.Expression] = []
     private_conds: list[exp.Expression] = []
     for cond in conds:
-        uses_private = any(c.name in by_column for c in cond.find_all(exp.Column))
+        uses_private = any(
+            c.name in by_column or c.name in substring_names for c in cond.find_all(exp.Column)
+        )
         (private_conds if uses_private else public_conds).append(cond)
     leaf_filters = tuple(f for f in (_leaf_filter(c, by_column) for c in private_conds) if f is not None)
 
@@ -425,7 +451,11 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
     # Public columns the final stage needs (everything referenced, minus pseudo and alias names).
     aliases = {e.alias for e in final.expressions if isinstance(e, exp.Alias)}
     pub_names = {c.name for c in catalog.relation(relation).columns if c.visibility == "public"}
-    needed = {c.name for c in final.find_all(exp.Column) if c.name not in by_column}
+    needed = {
+        c.name
+        for c in final.find_all(exp.Column)
+        if c.name not in by_column and c.name not in substring_names
+    }
     unknown = sorted(n for n in needed - pub_names - aliases)
     if unknown:
         raise UnsupportedQuery(f"unknown column(s) of {relation}: {', '.join(unknown)}")
@@ -433,6 +463,7 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
         needed |= pub_names - {"tenant_id", "project_id", "environment_id", "generation", "row_id"}
     needed &= pub_names
     needed |= set(IDENTITY_COLUMNS) | {f"{r.role}_state" for r in refs.values()}
+    needed |= {f"{sc.role}_state" for sc in substrings}
     # Whole values are read by CID (values_v1 or cas/values/); the CID is a public column.
     needed |= {f"{r.role}_cid" for r in refs.values() if r.whole}
     resident_columns = tuple(sorted(needed))
@@ -455,6 +486,7 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
         capped = True
     resident_sql = resident.sql(dialect=DIALECT)
     _assert_no_private_leak(resident, list(refs.values()), public_conds, private_conds)
+    leaf_filters = leaf_filters + tuple(LeafFilter(sc.role, None, "contains", sc.needle) for sc in substrings)
 
     # Pending rows never vanish behind a private filter: they pass it and carry private_state.
     if private_conds and not aggregate:
@@ -497,7 +529,11 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
         qclass = "private_group"
     elif exact:
         qclass = "private_exact"
-    elif any(f.op == "contains" for f in leaf_filters) or any(isinstance(c, exp.Like) for c in private_conds):
+    elif (
+        substrings
+        or any(f.op == "contains" for f in leaf_filters)
+        or any(isinstance(c, exp.Like) for c in private_conds)
+    ):
         qclass = "private_substring"
     elif order_private:
         qclass = "private_order"
@@ -527,7 +563,94 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
         narrowed=narrowed,
         aggregate=aggregate,
         reasons=tuple(reasons),
+        substrings=tuple(substrings),
+        leaf_prune=leaf_prune(public_conds),
     )
+
+
+def _substring_columns(root: exp.Expression, roles: tuple[str, ...]) -> list[SubstringColumn]:
+    """Rewrite ``<role> LIKE '%x%'`` in WHERE into boolean pseudo columns ``__s0``... (in place)."""
+    where = root.args.get("where") if isinstance(root, exp.Select) else None
+    out: list[SubstringColumn] = []
+    if where is None or not roles:
+        return out
+    for node in list(where.find_all(exp.Like)):
+        target = node.this
+        pattern = node.expression
+        if not (isinstance(target, exp.Column) and target.name in roles and not target.table):
+            continue
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            continue
+        text = str(pattern.this)
+        inner = text[1:-1] if len(text) >= 2 and text.startswith("%") and text.endswith("%") else None
+        if not inner or any(ch in inner for ch in "%_\\"):
+            continue
+        column = SubstringColumn(target.name, inner, f"__s{len(out)}")
+        out.append(column)
+        node.replace(exp.column(column.column))
+    return out
+
+
+_PRUNE_COLUMNS = {"function_name": "str", "status": "str", "started_at_ns": "int"}
+_PRUNE_OPS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+}
+_FLIP = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+
+
+def _prune_literal(column: str, node: exp.Expression) -> str | None:
+    if not _is_literal(node):
+        return None
+    value = _literal_value(node)
+    if _PRUNE_COLUMNS[column] == "str":
+        return "'" + value.replace("'", "''") + "'" if isinstance(value, str) else None
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _prune_term(cond: exp.Expression) -> str | None:
+    for kind, op in _PRUNE_OPS.items():
+        if isinstance(cond, kind):
+            for a, b, o in ((cond.this, cond.expression, op), (cond.expression, cond.this, _FLIP[op])):
+                if isinstance(a, exp.Column) and a.name in _PRUNE_COLUMNS:
+                    lit = _prune_literal(a.name, b)
+                    if lit is not None:
+                        return f"{a.name} {o} {lit}"
+    if (
+        isinstance(cond, exp.In)
+        and isinstance(cond.this, exp.Column)
+        and cond.this.name in _PRUNE_COLUMNS
+        and cond.args.get("query") is None
+        and cond.expressions
+    ):
+        lits = [_prune_literal(cond.this.name, e) for e in cond.expressions]
+        if all(lit is not None for lit in lits):
+            return f"{cond.this.name} IN ({', '.join(str(lit) for lit in lits)})"
+    if (
+        isinstance(cond, exp.Between)
+        and isinstance(cond.this, exp.Column)
+        and cond.this.name == "started_at_ns"
+    ):
+        lo = _prune_literal("started_at_ns", cond.args["low"])
+        hi = _prune_literal("started_at_ns", cond.args["high"])
+        if lo is not None and hi is not None:
+            return f"started_at_ns >= {lo} AND started_at_ns <= {hi}"
+    return None
+
+
+def leaf_prune(public_conds: list[exp.Expression]) -> str | None:
+    """A Lance filter on the leaves' public copies implied by the public conjuncts, or None.
+
+    Only conjuncts on ``function_name``, ``started_at_ns`` and ``status`` with literals qualify;
+    None unless a function or a time bound is among them (else the scan would not be narrow).
+    """
+    terms = [t for t in (_prune_term(c) for c in public_conds) if t is not None]
+    if not any(t.startswith(("function_name", "started_at_ns")) for t in terms):
+        return None
+    return " AND ".join(terms)
 
 
 def _int_of(node: exp.Expression | None) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import lance
 import pyarrow as pa
@@ -25,6 +26,7 @@ from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import ObjectSource, ValueReader
 from formats.object_keys import Scope
 
+T = TypeVar("T")
 _IN_CHUNK = 2000
 LEAF_COLUMNS = ["execution_id", "call_id", "string", "number", "bool"]
 
@@ -37,26 +39,28 @@ def _in_list(values: Iterable[str]) -> str:
     return ", ".join(_sql_str(v) for v in values)
 
 
-class _LedgerCache:
+class _LedgerCache(Generic[T]):
     """Indexed root ids per (dataset uri, version, generation): a bound version never changes."""
 
     def __init__(self, max_entries: int = 8) -> None:
-        self._data: dict[tuple[str, int, int], frozenset[str]] = {}
+        self._data: dict[tuple[str, int, int], T] = {}
         self._lock = threading.Lock()
         self._max = max_entries
 
-    def get(self, key: tuple[str, int, int]) -> frozenset[str] | None:
+    def get(self, key: tuple[str, int, int]) -> T | None:
         with self._lock:
             return self._data.get(key)
 
-    def put(self, key: tuple[str, int, int], value: frozenset[str]) -> None:
+    def put(self, key: tuple[str, int, int], value: T) -> None:
         with self._lock:
             if len(self._data) >= self._max:
                 self._data.pop(next(iter(self._data)))
             self._data[key] = value
 
 
-LEDGER_CACHE = _LedgerCache()
+LEDGER_CACHE: _LedgerCache[frozenset[str]] = _LedgerCache()
+# The same roots as an Arrow array, for vectorised membership over large candidate sets.
+LEDGER_ARRAYS: _LedgerCache[pa.Array] = _LedgerCache()
 
 
 @dataclass
@@ -133,6 +137,25 @@ class PrivateReader:
             found.update(table["root_id"].to_pylist())
         return found
 
+    def indexed_mask(self, execution_ids: pa.ChunkedArray | pa.Array) -> pa.Array:
+        """Per row: whether its execution's private rows are in the bound version (vectorised)."""
+        ids = execution_ids.combine_chunks() if isinstance(execution_ids, pa.ChunkedArray) else execution_ids
+        ds = self.datasets.get(LEDGER)
+        if ds is None or len(ids) == 0:
+            return pa.array([False] * len(ids), pa.bool_())
+        key = (self.ledger_uri, ds.version, self.generation)
+        roots = LEDGER_ARRAYS.get(key)
+        if roots is None and len(pc.unique(ids)) > 20_000:
+            table = self._count(
+                ds.to_table(columns=["root_id"], filter=f"generation = {int(self.generation)}")
+            )
+            roots = table["root_id"].combine_chunks()
+            LEDGER_ARRAYS.put(key, roots)
+        if roots is not None:
+            return pc.fill_null(pc.is_in(ids, value_set=roots), False)
+        found = self.indexed_executions(pc.unique(ids).to_pylist())
+        return pc.fill_null(pc.is_in(ids, value_set=pa.array(sorted(found), pa.string())), False)
+
     # --- leaves --------------------------------------------------------------------------------
 
     def calls_with_key(self, role: str, key: str) -> pa.Table:
@@ -147,11 +170,63 @@ class PrivateReader:
             )
         )
 
+    @property
+    def leaves_carry_call_facts(self) -> bool:
+        """Whether the bound leaf dataset has the public call copies a pruned scan filters on."""
+        ds = self.datasets.get("value_leaves_v1")
+        return ds is not None and "function_name" in ds.schema.names
+
+    def pruned_leaves(self, role: str, path_text: str, prune: str) -> pa.Table:
+        """Leaf rows at ``path_text`` of ``role`` for every call the public-copy filter ``prune`` admits.
+
+        One indexed scan (role, path, function, window) instead of candidate id lists: the caller
+        joins the result with its candidates, which still decide which calls count.
+        """
+        ds = self.datasets.get("value_leaves_v1")
+        if ds is None or "function_name" not in ds.schema.names:
+            return _empty_leaves()
+        table = self._count(
+            ds.to_table(
+                columns=LEAF_COLUMNS,
+                filter=f"role = {_sql_str(role)} AND path = {_sql_str(path_text)} AND {prune}",
+            )
+        )
+        return table.cast(pa.schema(list(_LEAF_TYPES.items())))
+
+    def calls_with_substring(
+        self, role: str, needle: str, *, prune: str | None = None, execution_ids: list[str] | None = None
+    ) -> pa.Table:
+        """(execution_id, call_id) of calls with a string leaf of ``role`` containing ``needle``.
+
+        Only string leaves are searched (the n-gram indexed ``string`` column), so key names never
+        match. Narrowed by the public-copy filter ``prune`` or else by ``execution_ids``.
+        """
+        ds = self.datasets.get("value_leaves_v1")
+        empty = pa.table({"execution_id": pa.array([], pa.string()), "call_id": pa.array([], pa.string())})
+        if ds is None:
+            return empty
+        base = f"role = {_sql_str(role)} AND contains(`string`, {_sql_str(needle)})"
+        if prune is not None and "function_name" in ds.schema.names:
+            return self._count(ds.to_table(columns=["execution_id", "call_id"], filter=f"{base} AND {prune}"))
+        unique = sorted(set(execution_ids or ()))
+        parts = [empty]
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start : start + _IN_CHUNK]
+            parts.append(
+                self._count(
+                    ds.to_table(
+                        columns=["execution_id", "call_id"],
+                        filter=f"execution_id IN ({_in_list(chunk)}) AND {base}",
+                    )
+                )
+            )
+        return pa.concat_tables(parts, promote_options="permissive")
+
     def leaves(self, role: str, path_text: str, execution_ids: list[str]) -> pa.Table:
         """Leaf rows at ``path_text`` of ``role`` for the calls of these executions."""
         ds = self.datasets.get("value_leaves_v1")
         if ds is None or not execution_ids:
-            return pa.table({c: pa.array([], t) for c, t in _LEAF_TYPES.items()})
+            return _empty_leaves()
         parts = []
         unique = sorted(set(execution_ids))
         for start in range(0, len(unique), _IN_CHUNK):
@@ -190,6 +265,10 @@ _LEAF_TYPES: dict[str, pa.DataType] = {
     "number": pa.float64(),
     "bool": pa.bool_(),
 }
+
+
+def _empty_leaves() -> pa.Table:
+    return pa.table({c: pa.array([], t) for c, t in _LEAF_TYPES.items()})
 
 
 def pair_keys(table: pa.Table) -> pa.Array:

@@ -123,3 +123,25 @@ def test_rejections(sql: str, error: type[PlanError], code: str) -> None:
         plan_query(sql)
     assert info.value.code == code
     assert "x'" not in info.value.message or "url" in sql  # messages name constructs, not values
+
+
+def test_public_conjuncts_become_a_leaf_prune_filter() -> None:
+    plan = plan_query(SQL["Q11"])
+    assert plan.leaf_prune is not None
+    assert plan.leaf_prune.startswith("function_name = 'support.llm.ClassifyTicket' AND started_at_ns >= ")
+    assert "started_at_ns < " in plan.leaf_prune
+    quoted = plan_query(
+        "SELECT output['score'] AS s FROM calls_v1 WHERE function_name IN ('a''b', 'c') "
+        "AND status = 'failed' AND call_id != 'x' ORDER BY s LIMIT 3"
+    )
+    assert quoted.leaf_prune == "function_name IN ('a''b', 'c') AND status = 'failed'"
+    # Without a function or a time bound the scan would not be narrow: no prune.
+    assert plan_query("SELECT output['s'] FROM calls_v1 WHERE call_id = 'c'").leaf_prune is None
+
+
+def test_whole_value_substring_becomes_a_string_leaf_column() -> None:
+    plan = plan_query(SQL["Q10"])
+    assert plan.refs == () and plan.private and plan.roles == ("output",)
+    assert [(s.role, s.needle, s.column) for s in plan.substrings] == [("output", "返金", "__s0")]
+    assert plan.final_sql is not None and "__s0 OR private_state = 'pending'" in plan.final_sql
+    assert "返金" not in plan.resident_sql and "output_state" in plan.resident_sql

