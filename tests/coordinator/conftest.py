@@ -8,26 +8,24 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from coordinator_corpus import Projected, commit_private, project_profile, publish_public
+from coordinator_world import STUDIO_ORIGIN, BoundaryServer, Corpus
 from fastapi.testclient import TestClient
 
 from activities.lance_store import LanceStore
 from api.boundary.__main__ import server_configs
-from api.boundary.bootstrap import DevBootstrap, bootstrap_development
+from api.boundary.bootstrap import bootstrap_development
 from api.boundary.settings import BoundarySettings
 from api.common.boundary_client import BoundaryClient
-from api.common.workload_identity import DevPki, ensure_dev_pki
+from api.common.workload_identity import ensure_dev_pki
 from api.coordinator.app import create_app
 from api.coordinator.runtime import CoordinatorRuntime
 from api.coordinator.settings import CoordinatorSettings
-from formats.object_keys import Scope
-from formats.synth import GroundTruth, SynthConfig, synthesize
+from formats.synth import SynthConfig, synthesize
 
-STUDIO_ORIGIN = "https://studio.example.com"
 CORPUS_CONFIG = SynthConfig(
     seed=23, processes=2, executions=100, p_large_value=0.01, p_failed=0.1, p_too_large_value=0.03
 )
@@ -38,18 +36,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@dataclass
-class BoundaryServer:
-    workload_url: str
-    boot: DevBootstrap
-    pki: DevPki
-    client: BoundaryClient
-
-    @property
-    def scope(self) -> Scope:
-        return Scope(self.boot.tenant_id, self.boot.project_id, self.boot.environment_id)
 
 
 @pytest.fixture(scope="session")
@@ -98,14 +84,6 @@ def uvicorn_server(cfg):  # type: ignore[no-untyped-def]
     import uvicorn
 
     return uvicorn.Server(cfg)
-
-
-@dataclass
-class Corpus:
-    root: Path
-    truth: GroundTruth
-    lance: LanceStore
-    projected: Projected
 
 
 @pytest.fixture(scope="session")

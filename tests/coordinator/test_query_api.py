@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import STUDIO_ORIGIN, BoundaryServer, Corpus
 from coordinator_corpus import commit_private
+from coordinator_world import STUDIO_ORIGIN, BoundaryServer, Corpus
 from fastapi.testclient import TestClient
 
 from activities.lance_store import LanceStore

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import Corpus
+from coordinator_world import Corpus
 from fastapi.testclient import TestClient
 
 from api.coordinator.query_classes import NS_PER_DAY, NS_PER_HOUR, ClassParams, class_sql

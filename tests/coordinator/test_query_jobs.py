@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import boto3
 import pytest
-from conftest import BoundaryServer
+from coordinator_world import BoundaryServer
 from fastapi.testclient import TestClient
 from moto.server import ThreadedMotoServer
 from temporalio.testing import WorkflowEnvironment

@@ -15,7 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import BoundaryServer, Corpus
+from coordinator_world import BoundaryServer, Corpus
 from fastapi.testclient import TestClient
 from moto.server import ThreadedMotoServer
 
