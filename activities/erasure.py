@@ -409,10 +409,17 @@ class ErasureActivities:
             )
             still.update(table["cid"].to_pylist())
         unreferenced = [c for c in candidates if c not in still]
+        # Most candidates are small values that only ever lived in packs: list the CAS prefixes
+        # once and match, rather than two listings per candidate.
+        wanted = {
+            key
+            for cid in unreferenced
+            for key in (object_keys.large_value_key(scope, cid), object_keys.table_key(scope, cid))
+        }
         entries: list[tuple[str, str, bool]] = []
-        for cid in unreferenced:
-            for key in (object_keys.large_value_key(scope, cid), object_keys.table_key(scope, cid)):
-                entries.extend(v for v in self._versions(key) if v[0] == key)
+        if wanted:
+            cas_prefix = f"{object_keys.evidence_prefix(scope)}cas/"
+            entries = [v for v in self._versions(cas_prefix) if v[0] in wanted]
         objects = len({k for k, _, _ in entries})
         self._delete_versions(entries)
         values_rows = self._delete_rows(scope, "values_v1", "cid", unreferenced)
