@@ -183,7 +183,9 @@ class ProjectMetaWorkflowInput:
 @dataclass(frozen=True)
 class PackWorkflowInput:
     key: str
-    activity_timeout_s: float = 300.0
+    # A pack is bounded (8 MiB, 100,000 entries) and ingests in seconds; the activity does not
+    # heartbeat, so this timeout is also how soon a worker that died mid-ingest is noticed.
+    activity_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)

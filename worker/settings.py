@@ -84,7 +84,9 @@ class SqsBridgeSettings(BaseSettings):
     wait_time_s: int = Field(default=20, ge=0, le=20, description="SQS long-poll wait per receive, seconds.")
     batch_size: int = Field(default=10, ge=1, le=10, description="Messages per receive.")
     max_in_flight: int = Field(
-        default=32, ge=1, description="Messages handled concurrently; the bridge receives no more meanwhile."
+        default=32,
+        ge=1,
+        description="Messages being routed and started at once (a started workflow frees its slot).",
     )
     visibility_timeout_s: int = Field(
         default=60, ge=5, le=43200, description="Visibility timeout set on receive and on every extension."

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import signal
@@ -53,6 +54,23 @@ log = logging.getLogger("baml_studio.sqs_bridge")
 _COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
 QUARANTINE_ATTRIBUTE = "baml-quarantine-markers"  # DLQ message attribute: JSON [[marker, reason]]
 UNKNOWN_GENERATION = 0  # a key outside every environment: the workflow quarantines it first
+
+
+class _Slot:
+    """One message's share of ``max_in_flight``, released once: when its workflows have started."""
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self._semaphore: asyncio.Semaphore | None = semaphore
+
+    def release(self) -> None:
+        if self._semaphore is not None:
+            self._semaphore.release()
+            self._semaphore = None
+
+
+# The slot of the message being handled (contextvars follow it into the tasks it spawns).
+_SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar("bridge_slot", default=None)
+
 PACK_WAIT_S = 10.0  # longest a meta object waits for its stream's packs in flight before starting
 
 
@@ -255,6 +273,11 @@ class Bridge:
             self._metas.setdefault(stream, set()).add(r.workflow_id)
         try:
             handle = await self.start(r)
+            # Waiting for the result costs nothing but a coroutine; holding the receive slot while a
+            # meta object waits for its values would starve the queue of the very packs it waits for.
+            slot = _SLOT.get()
+            if slot is not None:
+                slot.release()
             outcome = await handle.result()
         except WorkflowFailureError as exc:
             cause = exc.cause
@@ -344,13 +367,15 @@ class Bridge:
         return disposition
 
     async def _handle_slot(self, message: dict[str, Any]) -> None:
+        slot = _Slot(self._slots)
+        _SLOT.set(slot)  # this task's own context
         try:
             await self.handle(message)
         except Exception as exc:  # a failed delete/visibility call: SQS redelivers the message
             log.warning("message disposal failed: %s", type(exc).__name__)
             self.tally["dispose_failed"] += 1
         finally:
-            self._slots.release()
+            slot.release()
 
     async def _receive(self, count: int) -> list[dict[str, Any]]:
         resp = await asyncio.to_thread(
