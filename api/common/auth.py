@@ -16,7 +16,9 @@ import hmac
 import re
 import secrets
 
-from api.common.errors import Unauthenticated
+from api.common.errors import Forbidden, Unauthenticated
+from formats.boundary_wire import TokenIntrospection
+from formats.object_keys import InvalidKeyError, Scope
 
 TOKEN_PREFIX = "bst_"
 
@@ -99,3 +101,31 @@ def bearer_token(authorization: str | None) -> str:
             code="token_malformed",
         )
     return token
+
+
+def user_token_scope(
+    info: TokenIntrospection, permission: str, *, refused: str, refused_code: str, remedy: str
+) -> tuple[str, Scope]:
+    """(token id, scope) of an introspected user token that carries ``permission`` and names one
+    environment; 401/403 otherwise. The data plane's user-facing endpoints (queries, erasures)
+    differ only in the permission and the wording of the refusal."""
+    if not info.active:
+        # Unknown, expired, revoked and other tenants' tokens look alike on purpose.
+        raise Unauthenticated(
+            "token is unknown, expired or revoked",
+            code="token_inactive",
+            remedy="Sign in again or issue a new user token.",
+        )
+    if info.kind != TokenKind.USER.value or permission not in info.permissions:
+        raise Forbidden(refused, code=refused_code, remedy=remedy)
+    if not (info.tenant_id and info.project_id and info.environment_id):
+        raise Forbidden(
+            "the token is not bound to one environment",
+            code="token_without_environment",
+            remedy="Issue a user token for the environment you want to work in.",
+        )
+    try:
+        scope = Scope(info.tenant_id, info.project_id, info.environment_id)
+    except InvalidKeyError:
+        raise Forbidden("the token's scope has no data here", code="scope_invalid") from None
+    return info.token_id or "", scope

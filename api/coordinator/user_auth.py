@@ -13,11 +13,10 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from api.common.auth import TokenKind, bearer_token
+from api.common.auth import bearer_token, user_token_scope
 from api.common.boundary_client import BoundaryError
-from api.common.errors import Forbidden, Unauthenticated
 from api.coordinator.runtime import BOUNDARY_FAILURES, BoundaryUnavailable, CoordinatorRuntime
-from formats.object_keys import InvalidKeyError, Scope
+from formats.object_keys import Scope
 
 _log = logging.getLogger("baml_studio.coordinator")
 
@@ -46,29 +45,14 @@ def authenticate(runtime: Runtime, authorization: Annotated[str | None, Header()
         raise BoundaryUnavailable(
             "the control plane could not be reached to validate the token", remedy="Back off and retry."
         ) from None
-    if not info.active:
-        raise Unauthenticated(
-            "token is unknown, expired or revoked",
-            code="token_inactive",
-            remedy="Sign in again or issue a new user token.",
-        )
-    if info.kind != TokenKind.USER.value or "query" not in info.permissions:
-        raise Forbidden(
-            "querying needs a user token with the query permission",
-            code="token_not_for_queries",
-            remedy="Use a user token with the query permission.",
-        )
-    if not (info.tenant_id and info.project_id and info.environment_id):
-        raise Forbidden(
-            "the token is not bound to one environment",
-            code="token_without_environment",
-            remedy="Issue a user token for the environment you want to query.",
-        )
-    try:
-        scope = Scope(info.tenant_id, info.project_id, info.environment_id)
-    except InvalidKeyError:
-        raise Forbidden("the token's scope has no data here", code="scope_invalid") from None
-    return QueryCaller(info.token_id or "", scope)
+    token_id, scope = user_token_scope(
+        info,
+        "query",
+        refused="querying needs a user token with the query permission",
+        refused_code="token_not_for_queries",
+        remedy="Use a user token with the query permission.",
+    )
+    return QueryCaller(token_id, scope)
 
 
 Caller = Annotated[QueryCaller, Depends(authenticate)]

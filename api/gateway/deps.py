@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 from temporalio.client import Client as TemporalClient
 
-from api.common.auth import TokenKind, bearer_token, hash_token
-from api.common.errors import Forbidden, ServiceUnavailable, TooManyRequests, Unauthenticated
+from api.common.auth import bearer_token, hash_token, user_token_scope
+from api.common.errors import ServiceUnavailable, TooManyRequests
 from api.gateway.publisher_auth import (
     _BOUNDARY_FAILURES,
     PublisherIdentity,
@@ -20,7 +20,7 @@ from api.gateway.publisher_auth import (
     authenticate_publisher,
 )
 from api.gateway.runtime import GatewayRuntime
-from formats.object_keys import InvalidKeyError, Scope
+from formats.object_keys import Scope
 
 _log = logging.getLogger(__name__)
 
@@ -81,30 +81,14 @@ def get_erasure_caller(
         info = runtime.boundary.introspect_token(token)
     except _BOUNDARY_FAILURES as exc:
         raise _boundary_failed("validate the token", exc) from None
-    if not info.active:
-        # Unknown, expired, revoked and other tenants' tokens look alike on purpose.
-        raise Unauthenticated(
-            "token is unknown, expired or revoked",
-            code="token_inactive",
-            remedy="Sign in again or issue a new user token.",
-        )
-    if info.kind != TokenKind.USER.value or "erasure" not in info.permissions:
-        raise Forbidden(
-            "erasures need a user token with the erasure permission",
-            code="token_not_for_erasure",
-            remedy="Ask an admin of the environment for a user token with the erasure permission.",
-        )
-    if not (info.tenant_id and info.project_id and info.environment_id):
-        raise Forbidden(
-            "the token is not bound to one environment",
-            code="token_without_environment",
-            remedy="Issue a user token for the environment whose data you want to erase.",
-        )
-    try:
-        scope = Scope(info.tenant_id, info.project_id, info.environment_id)
-    except InvalidKeyError:
-        raise Forbidden("the token's scope has no data here", code="scope_invalid") from None
-    return ErasureCaller(info.token_id or "", scope)
+    token_id, scope = user_token_scope(
+        info,
+        "erasure",
+        refused="erasures need a user token with the erasure permission",
+        refused_code="token_not_for_erasure",
+        remedy="Ask an admin of the environment for a user token with the erasure permission.",
+    )
+    return ErasureCaller(token_id, scope)
 
 
 EraseCaller = Annotated[ErasureCaller, Depends(get_erasure_caller)]
