@@ -177,15 +177,14 @@ class ProjectMetaWorkflowInput:
     generation: int
     pending: PendingPolicy = field(default_factory=PendingPolicy)
     activity_timeout_s: float = 300.0
-    heartbeat_timeout_s: float = 60.0  # a worker that died mid-activity is noticed after this
+    heartbeat_timeout_s: float = 30.0  # a worker that died mid-activity is noticed after this
 
 
 @dataclass(frozen=True)
 class PackWorkflowInput:
     key: str
-    # A pack is bounded (8 MiB, 100,000 entries) and ingests in seconds; the activity does not
-    # heartbeat, so this timeout is also how soon a worker that died mid-ingest is noticed.
     activity_timeout_s: float = 60.0
+    heartbeat_timeout_s: float = 30.0  # a worker that died mid-ingest is noticed after this
 
 
 @dataclass(frozen=True)

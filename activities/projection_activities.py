@@ -168,6 +168,7 @@ class ProjectionActivities:
     @activity.defn(name="ingest_pack")
     def ingest_pack(self, inp: c.IngestPackInput) -> c.IngestPackResult:
         parsed = self._parse_in_scope(inp.key, "value_pack")
+        _heartbeat("reading")
         reader = EvidenceReader(self.s3, self.bucket)
         try:
             data = reader.get_file(inp.key)
@@ -200,6 +201,7 @@ class ProjectionActivities:
                 "locator": locators,
             }
         )
+        _heartbeat("merging", len(cids))
         result = self.lance.merge(parsed.scope, "values_v1", table)
         log.info("pack ingested entries=%d inserted=%d", len(cids), result.inserted)
         return c.IngestPackResult(inp.key, len(cids), result.inserted, tuple(sorted(set(cids))))

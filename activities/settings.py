@@ -46,6 +46,11 @@ class ProjectionSettings(BaseSettings):
         default=7 * 24 * 3600.0, gt=0, description="Give up waiting for values after this long."
     )
     activity_timeout_s: float = Field(default=300.0, gt=0, description="start_to_close of projection work.")
+    heartbeat_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How soon a worker that died mid-activity is noticed and the work retried.",
+    )
     boundary_control_url: str | None = Field(
         default=None, description="Boundary control API, for the rebuild's generation switch (operator)."
     )

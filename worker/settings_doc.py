@@ -14,6 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
+from activities.settings import ProjectionSettings
 from api.boundary.settings import BoundarySettings
 from api.coordinator.settings import CoordinatorSettings
 from api.gateway.settings import GatewaySettings
@@ -29,6 +30,11 @@ PROCESSES: list[tuple[str, str, type[BaseSettings]]] = [
     ("coordinator", "python -m api.coordinator", CoordinatorSettings),
     ("Temporal worker", "python -m worker.temporal_worker", TemporalWorkerSettings),
     ("SQS bridge", "python -m worker.sqs_bridge", SqsBridgeSettings),
+    (
+        "projection runtime",
+        "read by the Temporal worker, the SQS bridge and the operator tools",
+        ProjectionSettings,
+    ),
     ("stack launcher / CLI", "baml-studio stack ...", StackSettings),
     ("operator CLI", "baml-studio tenants|tokens ...", ControlCliSettings),
     ("MinIO notification relay (docker-compose only)", "python -m worker.stack.minio_relay", RelaySettings),
@@ -37,7 +43,8 @@ PROCESSES: list[tuple[str, str, type[BaseSettings]]] = [
 HEADER = """# Configuration
 
 Every process reads its settings from environment variables named `BAML_STUDIO_<PROCESS>_<SETTING>`
-(one prefix per process: `BOUNDARY`, `GATEWAY`, `COORDINATOR`, `WORKER`, `BRIDGE`, `STACK`, `CLI`, `RELAY`).
+(one prefix per process: `BOUNDARY`, `GATEWAY`, `COORDINATOR`, `WORKER`, `BRIDGE`, `STACK`, `CLI`,
+`RELAY`; the projection runtime's, read by the worker, the bridge and the operator tools: `PROJECTION`).
 Every default points at the embedded stack started by `baml-studio stack up` with its default
 ports (see [stack.md](stack.md)); `stack up` passes each child the values for its own ports and
 run directory, and `docker-compose.yml` sets the same variables for production-shaped servers.

@@ -217,8 +217,10 @@ class Bridge:
         if r.kind == "meta":
             assert r.generation is not None
             pending = c.PendingPolicy(p.pending_initial_s, p.pending_max_s, p.pending_deadline_s)
-            return c.ProjectMetaWorkflowInput(r.key, r.generation, pending, p.activity_timeout_s)
-        return c.PackWorkflowInput(r.key, p.activity_timeout_s)
+            return c.ProjectMetaWorkflowInput(
+                r.key, r.generation, pending, p.activity_timeout_s, p.heartbeat_timeout_s
+            )
+        return c.PackWorkflowInput(r.key, p.activity_timeout_s, p.heartbeat_timeout_s)
 
     async def _route(self, event: ObjectEvent) -> Route | None:
         if kind_of(event.key) != "meta":

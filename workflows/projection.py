@@ -122,6 +122,7 @@ class IngestValuePackWorkflow:
                 c.IngestPackInput(inp.key),
                 result_type=c.IngestPackResult,
                 start_to_close_timeout=timedelta(seconds=inp.activity_timeout_s),
+                heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout_s),
                 retry_policy=_RETRY,
             )
         except ActivityError as err:

@@ -18,12 +18,6 @@ from worker.stack.state import load_stack_state
 pytestmark = pytest.mark.stack
 
 
-@pytest.mark.xfail(
-    reason="known issue (see the session's closing note): after the worker is killed mid-projection of a "
-    "400-execution corpus, some executions stay pending although every pack reports ingested; the "
-    "workflow-level crash test in tests/projection_io passes",
-    strict=False,
-)
 def test_projector_crash_mid_execution(world: World, tmp_path: Path) -> None:
     corpus = world.corpus(tmp_path, executions=400, processes=2)
     world.upload(corpus)
