@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -22,6 +21,7 @@ from activities.fact_sink import BoundaryFactSink
 from activities.lance_store import LanceStore
 from activities.projection_activities import ProjectionActivities
 from activities.settings import ProjectionSettings
+from api.common.aws import aws_client
 
 log = logging.getLogger("baml_studio.projection")
 
@@ -53,12 +53,16 @@ class Identity:
 
 
 def s3_client(ws: Any, service: str = "s3") -> Any:
-    return boto3.client(  # type: ignore[call-overload]
+    # Shared by the activity threads and the prefetch pool: a pool per thread, values up to 16 MiB.
+    return aws_client(
         service,
-        endpoint_url=ws.s3_endpoint_url or None,
-        region_name=ws.aws_region,
-        aws_access_key_id=ws.aws_access_key_id,
-        aws_secret_access_key=ws.aws_secret_access_key,
+        ws.s3_endpoint_url,
+        ws.aws_region,
+        ws.aws_access_key_id,
+        ws.aws_secret_access_key,
+        read_timeout=60,
+        max_attempts=5,
+        max_pool_connections=32,
     )
 
 

@@ -26,6 +26,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from activities import contracts as c
+from api.common.aws import aws_client
 from worker.bridge.accounting import Accounting, LedgerRow, MetaSummary, account
 from worker.bridge.messages import parse_message
 from worker.bridge.routing import kind_of
@@ -64,14 +65,14 @@ class Deployment:
     environments: list[str]
 
     def client(self, service: str) -> Any:
-        import boto3
-
-        return boto3.client(  # type: ignore[call-overload]
+        return aws_client(
             service,
-            endpoint_url=self.s3_endpoint_url or None,
-            region_name=self.aws_region,
-            aws_access_key_id=self.aws_access_key_id,
-            aws_secret_access_key=self.aws_secret_access_key,
+            self.s3_endpoint_url,
+            self.aws_region,
+            self.aws_access_key_id,
+            self.aws_secret_access_key,
+            read_timeout=60,
+            max_attempts=5,
         )
 
     def scope(self, environment_id: str) -> c.ScopeRef:

@@ -43,11 +43,11 @@ from temporalio.service import RPCError
 
 from activities import contracts as c
 from activities.settings import ProjectionSettings, get_projection_settings
+from api.common.aws import aws_client
 from worker.bridge.disposition import Disposition, ObjectResult, decide
 from worker.bridge.messages import MessageFormatError, ObjectEvent, parse_message
 from worker.bridge.routing import Route, environment_of, kind_of, route
 from worker.settings import SqsBridgeSettings, get_bridge_settings
-from worker.stack.object_store_setup import aws_client
 
 log = logging.getLogger("baml_studio.sqs_bridge")
 

@@ -22,6 +22,7 @@ from cryptography import x509
 from pydantic import ValidationError
 
 from activities.lance_store import LanceStore
+from api.common.aws import aws_client
 from api.common.boundary_client import BoundaryClient, BoundaryError
 from api.common.errors import ServiceUnavailable
 from api.common.workload_identity import names_in_cert
@@ -174,15 +175,16 @@ class CoordinatorRuntime:
         """boto3 S3 client of the bucket (job results under temporary/v1/)."""
         with self._lock:
             if self._s3 is None:
-                import boto3
-
                 s = self.settings
-                self._s3 = boto3.client(
+                self._s3 = aws_client(
                     "s3",
-                    endpoint_url=s.s3_endpoint_url or None,
-                    region_name=s.aws_region,
-                    aws_access_key_id=s.aws_access_key_id,
-                    aws_secret_access_key=s.aws_secret_access_key,
+                    s.s3_endpoint_url,
+                    s.aws_region,
+                    s.aws_access_key_id,
+                    s.aws_secret_access_key,
+                    read_timeout=60,
+                    max_attempts=5,
+                    max_pool_connections=32,
                 )
             return self._s3
 

@@ -21,10 +21,9 @@ import threading
 import time
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from api.common.aws import aws_client
 from api.common.errors import ServiceUnavailable
 from api.gateway.object_plan import StoredObject, full_object_sha256
 from api.gateway.settings import GatewaySettings
@@ -52,20 +51,16 @@ def required_headers(size_bytes: int, checksum_hex: str) -> dict[str, str]:
 
 
 def _client(settings: GatewaySettings, endpoint_url: str | None) -> Any:
-    config = Config(
-        signature_version="s3v4",
+    return aws_client(
+        "s3",
+        endpoint_url,
+        settings.aws_region,
+        settings.aws_access_key_id,
+        settings.aws_secret_access_key,
         connect_timeout=settings.s3_connect_timeout_seconds,
         read_timeout=settings.s3_read_timeout_seconds,
-        retries={"max_attempts": settings.s3_max_attempts, "mode": "standard"},
+        max_attempts=settings.s3_max_attempts,
         max_pool_connections=settings.head_concurrency + 4,
-    )
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint_url or None,
-        region_name=settings.aws_region,
-        aws_access_key_id=settings.aws_access_key_id,
-        aws_secret_access_key=settings.aws_secret_access_key,
-        config=config,
     )
 
 

@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from moto.server import ThreadedMotoServer
 from stack_fixtures import free_base_port
 
+from api.common.aws import aws_client
 from worker.stack.minio_relay import RelaySettings, create_app
-from worker.stack.object_store_setup import aws_client
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 from temporalio.client import Client
 
+from api.common.aws import aws_client
 from worker.stack.health_workflow import HealthCheckInput, HealthCheckResult, HealthCheckWorkflow
-from worker.stack.object_store_setup import aws_client
 
 Reason = str | None
 

@@ -23,9 +23,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from api.common.aws import aws_client
 from worker.settings import StackSettings
 from worker.stack.health import heartbeat_ok, http_ok, moto_ok, port_free, tcp_open, temporal_ok, worker_ok
-from worker.stack.object_store_setup import ObjectStoreLayout, aws_client, set_up_object_store
+from worker.stack.object_store_setup import ObjectStoreLayout, set_up_object_store
 from worker.stack.ports import StackPorts
 from worker.stack.state import PartState, StackState, TlsPaths, load_stack_state, write_stack_state
 from worker.stack.supervisor import PartFailed, PartSpec, Supervisor

@@ -17,7 +17,7 @@ from fastapi import FastAPI, HTTPException, Request
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from worker.stack.object_store_setup import aws_client
+from api.common.aws import aws_client
 
 
 class RelaySettings(BaseSettings):

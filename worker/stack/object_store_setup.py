@@ -11,9 +11,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 NOTIFIED_SUFFIXES = (".bamlmeta.zst", ".bamlpack.zst")
 
 
@@ -33,29 +30,6 @@ class ObjectStoreResources:
     queue_arn: str
     dead_letter_queue_url: str
     dead_letter_queue_arn: str
-
-
-def aws_client(
-    service: str,
-    endpoint_url: str | None,
-    region: str,
-    key_id: str,
-    secret: str,
-    *,
-    read_timeout: float = 10,
-) -> Any:
-    """A boto3 client; a long-polling SQS consumer must pass a ``read_timeout`` above its wait time."""
-    make: Any = boto3.client  # the stubs type each service separately; callers get Any either way
-    return make(
-        service,
-        endpoint_url=endpoint_url or None,
-        region_name=region,
-        aws_access_key_id=key_id,
-        aws_secret_access_key=secret,
-        config=Config(
-            retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=2, read_timeout=read_timeout
-        ),
-    )
 
 
 def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:

@@ -1,0 +1,43 @@
+"""boto3 clients of the object store and the queues, built one way for every process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+
+def aws_client(
+    service: str,
+    endpoint_url: str | None,
+    region: str,
+    key_id: str,
+    secret: str,
+    *,
+    read_timeout: float = 10,
+    connect_timeout: float = 2,
+    max_attempts: int = 2,
+    max_pool_connections: int = 10,
+) -> Any:
+    """A boto3 client (an empty ``endpoint_url`` means AWS's default endpoint).
+
+    A long-polling SQS consumer must pass a ``read_timeout`` above its wait time; a client shared by
+    worker threads needs ``max_pool_connections`` at least its thread count (else urllib3 discards
+    and reopens connections).
+    """
+    make: Any = boto3.client  # the stubs type each service separately; callers get Any either way
+    return make(
+        service,
+        endpoint_url=endpoint_url or None,
+        region_name=region,
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret,
+        config=Config(
+            signature_version="s3v4" if service == "s3" else None,
+            retries={"max_attempts": max_attempts, "mode": "standard"},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_pool_connections=max_pool_connections,
+        ),
+    )
