@@ -42,8 +42,8 @@ def write_synced(path: Path, data: bytes, *, exclusive: bool = True) -> None:
 
 
 def create_empty(path: Path) -> bool:
-    """Create a zero-length file unless it exists (no fsync: there is no content; the caller syncs
-    the directory). True when this call created it."""
+    """Create a zero-length file unless it exists, without fsync (a caller that needs the entry to
+    survive an OS crash syncs the directory). True when this call created it."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     except FileExistsError:
