@@ -50,6 +50,7 @@ PROGRAM_DATASETS = ("function_definitions_v1", "source_files_v1")
 AFFECTED_DATASETS = (*ROOT_DATASETS, *PROGRAM_DATASETS, "values_v1")
 
 _IN_CHUNK = 500  # identifiers per IN (...) list
+_SEAL_KEY = "baml.erasure.last"  # dataset config written by the id-free commit before cleanup
 _FACT_CHUNK = 10_000  # Boundary's limit of root_ids per request
 _HEX = frozenset("0123456789abcdef")
 
@@ -116,26 +117,37 @@ class ErasureActivities:
 
     # --- S3 helpers --------------------------------------------------------------------------
 
-    def _versions(self, prefix: str) -> Iterator[tuple[str, str, bool]]:
-        """(key, version id, is delete marker) of every version under ``prefix``."""
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+    def _listing(self, prefix: str, bucket: str | None = None) -> Iterator[tuple[str, str, bool, bool]]:
+        """(key, version id, is delete marker, is latest) of every version under ``prefix``."""
+        kwargs: dict[str, Any] = {"Bucket": bucket or self.bucket, "Prefix": prefix}
         while True:
             page = self.s3.list_object_versions(**kwargs)
             for v in page.get("Versions", []):
-                yield v["Key"], v.get("VersionId") or "null", False
+                yield v["Key"], v.get("VersionId") or "null", False, bool(v.get("IsLatest"))
             for m in page.get("DeleteMarkers", []):
-                yield m["Key"], m.get("VersionId") or "null", True
+                yield m["Key"], m.get("VersionId") or "null", True, bool(m.get("IsLatest"))
             if not page.get("IsTruncated"):
                 return
             kwargs["KeyMarker"] = page.get("NextKeyMarker")
             kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
 
-    def _delete_versions(self, entries: list[tuple[str, str, bool]]) -> int:
+    def _versions(self, prefix: str) -> Iterator[tuple[str, str, bool]]:
+        """(key, version id, is delete marker) of every version under ``prefix``."""
+        return ((k, v, marker) for k, v, marker, _ in self._listing(prefix))
+
+    def _noncurrent(self, prefix: str, bucket: str) -> list[tuple[str, str, bool]]:
+        """Versions under ``prefix`` that no reader sees: older versions and delete markers (a key
+        whose latest version is a delete marker has only such versions)."""
+        return [
+            (k, v, marker) for k, v, marker, latest in self._listing(prefix, bucket) if marker or not latest
+        ]
+
+    def _delete_versions(self, entries: list[tuple[str, str, bool]], bucket: str | None = None) -> int:
         deleted = 0
         for start in range(0, len(entries), 1000):
             batch = entries[start : start + 1000]
             resp = self.s3.delete_objects(
-                Bucket=self.bucket,
+                Bucket=bucket or self.bucket,
                 Delete={"Objects": [{"Key": k, "VersionId": v} for k, v, _ in batch], "Quiet": True},
             )
             errors = resp.get("Errors", [])
@@ -438,31 +450,73 @@ class ErasureActivities:
 
     @activity.defn(name=e.CLEANUP_LANCE_VERSIONS)
     def cleanup_lance_versions(self, inp: e.CleanupInput) -> e.CleanupResult:
-        """Remove every version but the newest of each affected dataset (retain window 0).
+        """Remove every version but the newest of each affected dataset (retain window 0), then the
+        noncurrent S3 versions of the dataset's files.
 
         Files a concurrent writer has written but not yet committed are referenced by no
         manifest, and Lance never deletes such "unverified" files younger than 7 days, so an
         in-flight projection is safe. Readers pinned to an older version lose it (by design).
         Tagged versions are kept by Lance and reported.
+
+        In a versioned bucket Lance's deletes (cleanup, compaction) only add delete markers: the
+        old data files, manifests and transaction files, which hold the erased rows and the delete
+        predicate's ids, stay as noncurrent versions. Lance reads only current objects, so removing
+        every noncurrent version under the dataset changes nothing a reader sees.
+
+        The deletes' own versions hold the erased ids too (the predicate, in the transaction file
+        and the manifest). A delete that removed whole fragments leaves nothing to compact, so its
+        version would stay the newest and survive the cleanup: a config-only commit first makes
+        an id-free version the newest.
         """
         scope = _scope(inp.scope)
         removed: dict[str, int] = {}
         tagged: dict[str, int] = {}
+        purged: dict[str, int] = {}
         for dataset in AFFECTED_DATASETS:
             ds = self.lance.open(scope, dataset)
             if ds is None:
                 continue
+            ds.update_config({_SEAL_KEY: inp.erasure_id})
             stats = ds.cleanup_old_versions(
                 older_than=timedelta(0), retain_versions=1, error_if_tagged_old_versions=False
             )
             removed[dataset] = int(stats.old_versions)
             tagged[dataset] = sum(1 for t in ds.tags.list().values() if int(t["version"]) < ds.version)
+            purged[dataset] = self._purge_noncurrent(scope, dataset)
             _heartbeat("cleanup", dataset)
         log.info(
-            "erasure lance versions removed erasure_id=%s versions=%d", inp.erasure_id, sum(removed.values())
+            "erasure lance versions removed erasure_id=%s versions=%d noncurrent_objects=%d",
+            inp.erasure_id,
+            sum(removed.values()),
+            sum(purged.values()),
         )
         _crash_point(e.CLEANUP_LANCE_VERSIONS)
-        return e.CleanupResult(removed, tagged, _now_ns())
+        return e.CleanupResult(removed, tagged, _now_ns(), purged)
+
+    def _dataset_prefix(self, scope: Scope, dataset: str) -> tuple[str, str] | None:
+        """(bucket, key prefix) of a dataset kept in S3; None for a local one (tests, benches)."""
+        if self.lance.bucket is None:
+            return None
+        return self.lance.bucket, object_keys.lance_dataset_key(scope, dataset).rstrip("/") + "/"
+
+    def _purge_noncurrent(self, scope: Scope, dataset: str) -> int:
+        where = self._dataset_prefix(scope, dataset)
+        if where is None:
+            return 0
+        bucket, prefix = where
+        entries = self._noncurrent(prefix, bucket)
+        # Older versions first, markers last: a marker removed before its key's older versions
+        # would make one of them current again if this activity stopped in between.
+        entries.sort(key=lambda entry: entry[2])
+        return self._delete_versions(entries, bucket)
+
+    def _noncurrent_left(self, scope: Scope) -> dict[str, int]:
+        left: dict[str, int] = {}
+        for dataset in AFFECTED_DATASETS:
+            where = self._dataset_prefix(scope, dataset)
+            if where is not None:
+                left[dataset] = len(self._noncurrent(where[1], where[0]))
+        return left
 
     # --- receipt -----------------------------------------------------------------------------
 
@@ -517,6 +571,7 @@ class ErasureActivities:
             masks[dataset] = (
                 0 if ds is None else sum(1 for f in ds.get_fragments() if f.metadata.deletion_file)
             )
+        noncurrent = self._noncurrent_left(scope)
         _crash_point(e.VERIFY)
         return e.VerifyResult(
             s3_object_versions=sum(by_stream.values()),
@@ -528,6 +583,7 @@ class ErasureActivities:
             lance_versions_retained=versions,
             lance_fragments_with_deletions=masks,
             verified_at_ns=_now_ns(),
+            lance_noncurrent_object_versions=noncurrent,
         )
 
 

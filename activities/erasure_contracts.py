@@ -156,6 +156,8 @@ class CleanupResult:
     versions_removed: dict[str, int]
     tagged_versions_kept: dict[str, int]
     cleaned_at_ns: int
+    # Noncurrent S3 object versions and delete markers removed under each dataset.
+    noncurrent_objects_removed: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,8 @@ class VerifyResult:
     # streams add some; the erasure's own deletions were materialized by compaction).
     lance_fragments_with_deletions: dict[str, int]
     verified_at_ns: int
+    # Noncurrent S3 versions left under each dataset (old files that may hold erased rows).
+    lance_noncurrent_object_versions: dict[str, int] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
@@ -179,6 +183,7 @@ class VerifyResult:
             and self.boundary_fact_total == 0
             and not any(self.lance_rows_current.values())
             and not any(self.lance_rows_retained_versions.values())
+            and not any(self.lance_noncurrent_object_versions.values())
         )
 
 

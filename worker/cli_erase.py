@@ -4,6 +4,8 @@ Exactly one selector: ``--process-euid`` (repeatable), ``--execution-id`` (repea
 ``--from``/``--to`` (RFC 3339). It asks for confirmation unless ``--yes``. The gateway URL and the
 user token (with the ``erasure`` permission) come from the options, else the running stack's
 ``stack.json``. The Idempotency-Key is ``--key`` or a new ULID (printed, so a retry can reuse it).
+With ``--json`` the prompt and the progress go to stderr and stdout holds only the final erasure
+(receipt included) as one JSON document, for scripts.
 """
 
 from __future__ import annotations
@@ -55,6 +57,13 @@ def selector_body(
     return {"time_range": {"from": start, "to": end}}
 
 
+def _describe(body: dict[str, Any]) -> str:
+    kind, value = next(iter(body.items()))
+    if kind == "time_range":
+        return f"time_range [{value['from']}, {value['to']})"
+    return f"{kind} ({len(value)}: {', '.join(value[:3])}{', ...' if len(value) > 3 else ''})"
+
+
 def _problem(resp: httpx.Response) -> str:
     try:
         body = resp.json()
@@ -64,7 +73,14 @@ def _problem(resp: httpx.Response) -> str:
 
 
 def run_erasure(
-    url: str, token: str, body: dict[str, Any], key: str, *, poll_s: float = 1.0, timeout_s: float = 3600.0
+    url: str,
+    token: str,
+    body: dict[str, Any],
+    key: str,
+    *,
+    poll_s: float = 1.0,
+    timeout_s: float = 3600.0,
+    progress: Console = console,
 ) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": key}
     with httpx.Client(base_url=url, timeout=30) as client:
@@ -72,7 +88,7 @@ def run_erasure(
         if resp.status_code not in (200, 202):
             raise EraseError(_problem(resp))
         erasure = resp.json()
-        console.print(
+        progress.print(
             f"erasure [bold]{erasure['erasure_id']}[/bold] {erasure['state']} (Idempotency-Key {key})"
         )
         deadline = time.monotonic() + timeout_s
@@ -85,13 +101,13 @@ def run_erasure(
             if resp.status_code != 200:
                 raise EraseError(_problem(resp))
             erasure = resp.json()
-            progress = (erasure["state"], erasure.get("step"), erasure.get("streams_matched"))
-            if progress != last:
-                console.print(
+            seen = (erasure["state"], erasure.get("step"), erasure.get("streams_matched"))
+            if seen != last:
+                progress.print(
                     f"  {erasure['state']}: step {erasure.get('step') or '-'}, streams matched "
                     f"{erasure.get('streams_matched')}, deleted {erasure.get('streams_deleted')}"
                 )
-                last = progress
+                last = seen
         return dict(erasure)
 
 
@@ -119,14 +135,19 @@ def erase(
         url, bearer = _target(run_dir, gateway_url, token)
         if not yes:
             typer.confirm(
-                f"Erase every stream selected by {next(iter(body))}? This cannot be undone", abort=True
+                f"Erase every stream selected by {_describe(body)}? This cannot be undone",
+                abort=True,
+                err=as_json,  # keep stdout for the JSON document alone
             )
-        result = run_erasure(url, bearer, body, key or str(ULID()))
+        result = run_erasure(
+            url, bearer, body, key or str(ULID()), progress=err_console if as_json else console
+        )
     except EraseError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
     if as_json:
-        console.print_json(json.dumps(result))
+        # Plain text, not rich: a terminal-width console would wrap long lines.
+        typer.echo(json.dumps(result))
     else:
         console.print(f"state: [bold]{result['state']}[/bold]")
         if result.get("receipt"):

@@ -62,6 +62,8 @@ def _receipt(
             "old_versions_removed": cleanup.versions_removed,
             "tagged_versions_kept": cleanup.tagged_versions_kept,
             "old_versions_removed_at_ns": cleanup.cleaned_at_ns,
+            "noncurrent_objects_removed": cleanup.noncurrent_objects_removed,
+            "remaining_noncurrent_objects": check.lance_noncurrent_object_versions,
             "fragments_with_deletion_masks": check.lance_fragments_with_deletions,
         },
         "verified": check.clean,
