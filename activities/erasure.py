@@ -370,6 +370,7 @@ class ErasureActivities:
             if n:
                 ds.delete(predicate)
                 deleted += n
+            _heartbeat("lance", dataset, deleted)
         return deleted
 
     def _materialize_deletions(self, scope: Scope, dataset: str) -> bool:
