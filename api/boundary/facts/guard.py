@@ -1,10 +1,24 @@
 """Resident SQL guard: parse the caller's SELECT, allow-list it, inject scope, render (pure).
 
 Contract: :func:`guard_sql` returns ClickHouse SQL in which every physical table reference
-is ``(SELECT * FROM <db>.<relation> FINAL WHERE tenant_id = .. AND project_id = .. AND
-environment_id = .. AND generation = ..) AS <alias>``, or raises :class:`SqlRejected` whose
-``code`` names the offending construct. The caller's text is never executed as written:
-it is re-rendered from the checked syntax tree (PLATFORM.md section 5).
+is ``(SELECT * FROM <db>.<relation> FINAL WHERE <scope>) AS <alias>``, with ``<scope>`` =
+``tenant_id = .. AND project_id = .. AND environment_id = .. AND generation = ..``, or raises
+:class:`SqlRejected` whose ``code`` names the offending construct. The caller's text is never
+executed as written: it is re-rendered from the checked syntax tree (PLATFORM.md section 5).
+
+Identity lookups: when the WHERE of the query level that reads a relation looks it up by
+execution (an equality, or an IN list of at most 1000 literals, on ``execution_id``: selective
+and bloom-filter indexed, ddl.py), the subquery's WHERE becomes
+``<scope> AND (<dedup key>) IN (SELECT <dedup key> FROM <db>.<relation> WHERE <scope> AND
+<pushed>)``. ``<dedup key>`` is the table's ORDER BY without the scope columns (the key FINAL
+collapses on, ddl.py); ``<pushed>`` are the WHERE's conjuncts that read only that relation's
+key columns and the columns its row id is derived from (``execution_id``, ``call_id``, ...:
+equal on every version of a row). The key set is read without FINAL, so it holds every key that
+has *some* version matching them; FINAL then merges just those keys, and the caller's whole WHERE
+still applies outside, to the newest version. So the result is the same as without the key set
+whatever the versions hold: it only spares FINAL a merge of the whole scope. Not pushed:
+conjuncts holding a subquery, and any into a relation on the null-extended side of a join (a
+pushed filter would change which rows get null-extended).
 """
 
 from __future__ import annotations
@@ -18,9 +32,28 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 
+from api.boundary.facts import ddl
 from formats import catalog
 
 DIALECT = "clickhouse"
+# Beyond this an IN list is not taken for a lookup: index analysis over a large key set costs more
+# than the FINAL merge it saves (docs/query.md: 1000 execution ids still gain, a 10 k-key window loses).
+MAX_LOOKUP_VALUES = 1000
+# Columns each fact table's row id is derived from (deterministic_row_id in activities/projection),
+# outside its ORDER BY: equal on every version of a row. Only execution_id is selective on its own
+# (call, thread and path ids repeat across executions), so only it makes a lookup. A lookup on a
+# key column needs no key set: the primary index already narrows FINAL to it.
+_IDENTITY_COLUMNS: dict[str, frozenset[str]] = {
+    "calls_v1": frozenset({"execution_id", "call_id"}),
+    "threads_v1": frozenset({"execution_id", "thread_id"}),
+    "call_path_stats_v1": frozenset({"execution_id", "call_path_id"}),
+    "errors_v1": frozenset({"execution_id"}),
+    "health_v1": frozenset({"execution_id"}),
+}
+# Join sides and kinds (sqlglot spells ClickHouse strictness as either) under which the FROM
+# relation keeps every row independently of the other rows, so filtering it first commutes.
+_ROW_PRESERVING = frozenset({"LEFT", "INNER", "OUTER", "CROSS", "ALL", "SEMI", "ANTI", "ASOF"})
+_PLAIN_INNER = frozenset({"INNER", "CROSS", "ALL"})
 
 
 class SqlRejected(ValueError):
@@ -158,10 +191,104 @@ def _scope_filter(scope: Scope) -> exp.Condition:
     return exp.and_(cond, exp.column("generation").eq(exp.Literal.number(int(scope.generation))))
 
 
-def _scoped_subquery(database: str, relation: str, alias: str, scope: Scope) -> exp.Subquery:
-    table = exp.Table(this=exp.to_identifier(relation), db=exp.to_identifier(database))
-    inner = exp.Select(expressions=[exp.Star()]).from_(exp.Final(this=table)).where(_scope_filter(scope))
+def _table(database: str, relation: str) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(relation), db=exp.to_identifier(database))
+
+
+def _scoped_subquery(
+    database: str, relation: str, alias: str, scope: Scope, pushed: list[exp.Expr], version: int
+) -> exp.Subquery:
+    cond = _scope_filter(scope)
+    if pushed:
+        key = [exp.column(c) for c in _dedup_key(relation, version)]
+        keys = exp.Select(expressions=key).from_(_table(database, relation)).where(cond, *pushed)
+        cond = exp.and_(
+            cond, exp.In(this=exp.Tuple(expressions=[k.copy() for k in key]), query=keys.subquery())
+        )
+    inner = exp.Select(expressions=[exp.Star()]).from_(exp.Final(this=_table(database, relation))).where(cond)
     return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+def _dedup_key(relation: str, version: int) -> tuple[str, ...]:
+    """The ORDER BY that FINAL collapses on, less the scope columns the scope filter pins."""
+    order = ddl.table_spec(relation, version).order_by
+    return tuple(c for c in order if c not in (*ddl.SCOPE_COLUMNS, "generation"))
+
+
+def _conjuncts(cond: exp.Expr) -> list[exp.Expr]:
+    cond = cond.unnest()
+    if isinstance(cond, exp.And):
+        return [c for side in (cond.this, cond.expression) for c in _conjuncts(side)]
+    return [cond]
+
+
+def _is_lookup(cond: exp.Expr) -> bool:
+    """Whether ``cond`` can only hold on rows of a few literal execution ids."""
+    cond = cond.unnest()
+    if isinstance(cond, exp.And):
+        return any(_is_lookup(c) for c in _conjuncts(cond))
+    if isinstance(cond, exp.Or):
+        return _is_lookup(cond.this) and _is_lookup(cond.expression)
+    if isinstance(cond, exp.EQ):
+        a, b = cond.this, cond.expression
+        return any(
+            isinstance(x, exp.Column) and x.name == "execution_id" and isinstance(y, exp.Literal)
+            for x, y in ((a, b), (b, a))
+        )
+    if isinstance(cond, exp.In):
+        values = cond.expressions
+        return (
+            isinstance(cond.this, exp.Column)
+            and cond.this.name == "execution_id"
+            and not any(cond.args.get(a) for a in ("query", "unnest", "field"))
+            and 0 < len(values) <= MAX_LOOKUP_VALUES
+            and all(isinstance(v, exp.Literal) for v in values)
+        )
+    return False
+
+
+def _tokens(join: exp.Join) -> set[str]:
+    return {str(join.args.get(a) or "").upper() for a in ("side", "kind")} - {""}
+
+
+def _filter_commutes(select: exp.Select, target: exp.Expr) -> bool:
+    """Whether filtering ``target``'s rows before the joins of ``select`` gives the same rows."""
+    joins: list[exp.Join] = select.args.get("joins") or []
+    if not all(_tokens(j) <= _ROW_PRESERVING or _tokens(j) == {"LEFT", "ANY"} for j in joins):
+        return False  # RIGHT/FULL null-extend the FROM side; PASTE pairs rows by position
+    from_ = select.args.get("from_")
+    if from_ is not None and from_.this is target:
+        return True
+    return any(j.this is target and _tokens(j) <= _PLAIN_INNER for j in joins)
+
+
+def _pushdown(select: exp.Expr, target: exp.Expr, alias: str, relation: str, version: int) -> list[exp.Expr]:
+    """The WHERE conjuncts to push into ``relation``'s key set (see the module docstring)."""
+    identity = _IDENTITY_COLUMNS.get(relation, frozenset())
+    if not identity or not isinstance(select, exp.Select):
+        return []
+    where = select.args.get("where")
+    if where is None or not _filter_commutes(select, target):
+        return []
+    allowed = identity | set(_dedup_key(relation, version)) | {*ddl.SCOPE_COLUMNS, "generation"}
+    pushed = []
+    for conj in _conjuncts(where.this):
+        cols = list(conj.find_all(exp.Column))
+        if (
+            conj.find(exp.Query, exp.Subquery) is None
+            and cols
+            and all(c.table == alias and c.name in allowed for c in cols)
+        ):
+            pushed.append(conj)
+    if not any(_is_lookup(c) for c in pushed):
+        return []
+    out = []
+    for conj in pushed:
+        conj = conj.copy()
+        for col in conj.find_all(exp.Column):
+            col.set("table", None)  # inside the key set the physical table is the only source
+        out.append(conj)
+    return out
 
 
 def guard_sql(
@@ -205,21 +332,22 @@ def guard_sql(
         )
     except OptimizeError as exc:
         raise SqlRejected("unknown_column", f"a column does not resolve: {str(exc)[:200]}") from exc
-    injected: list[exp.Subquery] = []
+    injected: list[exp.Select] = []
     for sc in traverse_scope(root):
         for alias, (_node, src) in list(sc.selected_sources.items()):
             if isinstance(src, exp.Table) and src.name in relations and not src.args.get("db"):
                 target = src.parent if isinstance(src.parent, exp.Final) else src
-                sub = _scoped_subquery(database, src.name, alias, scope)
+                pushed = _pushdown(sc.expression, target, alias, src.name, catalog_version)
+                sub = _scoped_subquery(database, src.name, alias, scope, pushed, catalog_version)
                 target.replace(sub)
-                injected.append(sub)
+                injected += sub.find_all(exp.Select)  # pushed conjuncts hold no SELECT
     _assert_scoped(root, injected, database, ctes)
     return root.sql(dialect=DIALECT)
 
 
-def _assert_scoped(root: exp.Expression, injected: list[exp.Subquery], database: str, ctes: set[str]) -> None:
-    """Defence in depth: every physical table must sit inside one of the injected subqueries."""
-    inner = {id(s.this) for s in injected}
+def _assert_scoped(root: exp.Expression, injected: list[exp.Select], database: str, ctes: set[str]) -> None:
+    """Defence in depth: every physical table must be read by a SELECT the guard built."""
+    inner = {id(s) for s in injected}
     for table in root.find_all(exp.Table):
         if table.args.get("db"):
             select = table.find_ancestor(exp.Select)
