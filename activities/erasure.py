@@ -12,10 +12,13 @@ step again. Logs carry counts and identifiers only.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -103,6 +106,7 @@ class ErasureActivities:
         self.bucket = bucket
         self.boundary = boundary
         self.lance = lance
+        self._plans: dict[str, e.ErasurePlan] = {}
 
     def activities(self) -> list[Any]:
         return [
@@ -113,7 +117,37 @@ class ErasureActivities:
             self.delete_unreferenced,
             self.cleanup_lance_versions,
             self.verify,
+            self.discard_plan,
         ]
+
+    # --- the plan, by reference ---------------------------------------------------------------
+
+    def _store_plan(self, erasure_id: str, plan: e.ErasurePlan) -> e.PlanRef:
+        body = json.dumps(asdict(plan), sort_keys=True, separators=(",", ":")).encode()
+        key = object_keys.erasure_plan_key(_scope(plan.scope), erasure_id)
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+        digest = hashlib.sha256(body).hexdigest()
+        return e.PlanRef(key, digest, plan.scope, plan.euids, len(plan.root_ids))
+
+    def _plan(self, ref: e.PlanRef) -> e.ErasurePlan:
+        """The plan the workflow recorded (a digest mismatch means another resolve overwrote it)."""
+        cached = self._plans.get(ref.digest)
+        if cached is not None:
+            return cached
+        body = self.s3.get_object(Bucket=self.bucket, Key=ref.key)["Body"].read()
+        if hashlib.sha256(body).hexdigest() != ref.digest:
+            raise ApplicationError("the stored erasure plan changed", type="PlanChanged", non_retryable=True)
+        raw = json.loads(body)
+        plan = e.ErasurePlan(
+            ScopeRef(**raw["scope"]),
+            tuple(
+                e.StreamPlan(s["euid"], tuple(s["root_ids"]), tuple(s["program_ids"]), s["object_versions"])
+                for s in raw["streams"]
+            ),
+            tuple(raw["candidate_cids"]),
+        )
+        self._plans = {ref.digest: plan}  # one erasure at a time per activity thread is the norm
+        return plan
 
     # --- S3 helpers --------------------------------------------------------------------------
 
@@ -275,7 +309,7 @@ class ErasureActivities:
         return cids
 
     @activity.defn(name=e.RESOLVE)
-    def resolve(self, inp: e.ResolveInput) -> e.ErasurePlan:
+    def resolve(self, inp: e.ResolveInput) -> e.PlanRef:
         """Streams and root ids the selector covers, and the values and tables they referenced.
 
         Roots come from three places, so an execution that was never projected (or whose facts
@@ -306,16 +340,19 @@ class ErasureActivities:
             len(plan_roots),
             len(candidates),
         )
-        return e.ErasurePlan(inp.scope, tuple(streams), tuple(sorted(candidates)))
+        return self._store_plan(
+            inp.erasure_id, e.ErasurePlan(inp.scope, tuple(streams), tuple(sorted(candidates)))
+        )
 
     # --- step 1: S3 --------------------------------------------------------------------------
 
     @activity.defn(name=e.DELETE_STREAM_OBJECTS)
     def delete_stream_objects(self, inp: e.PlanInput) -> e.DeleteObjectsResult:
         """Delete every version and delete marker under each erased stream's prefix."""
-        scope = _scope(inp.plan.scope)
+        plan = self._plan(inp.plan)
+        scope = _scope(plan.scope)
         versions = markers = 0
-        for stream in inp.plan.streams:
+        for stream in plan.streams:
             v, m = self._delete_prefix(object_keys.stream_prefix(scope, stream.euid))
             versions += v
             markers += m
@@ -324,21 +361,22 @@ class ErasureActivities:
             "erasure objects deleted erasure_id=%s versions=%d markers=%d", inp.erasure_id, versions, markers
         )
         _crash_point(e.DELETE_STREAM_OBJECTS)
-        return e.DeleteObjectsResult(versions, markers, len(inp.plan.streams))
+        return e.DeleteObjectsResult(versions, markers, len(plan.streams))
 
     # --- step 2: Boundary --------------------------------------------------------------------
 
     @activity.defn(name=e.ERASE_FACTS)
     def erase_facts(self, inp: e.PlanInput) -> e.EraseFactsResult:
         """``POST /projection-erasures`` from generation 1 (every generation), 10,000 roots a call."""
-        roots = list(inp.plan.root_ids)
+        plan = self._plan(inp.plan)
+        roots = list(plan.root_ids)
         deleted: dict[str, int] = {}
         remaining = 0
         for index, chunk in enumerate(_chunks(roots, _FACT_CHUNK)):
             # One key per chunk and round: a retry replays Boundary's completed answer.
             key = f"{inp.erasure_id}.r{inp.round}.c{index}"
             answer = self.boundary.projection_erasure(
-                inp.plan.scope.environment_id, e.FIRST_GENERATION, chunk, idempotency_key=key
+                plan.scope.environment_id, e.FIRST_GENERATION, chunk, idempotency_key=key
             )
             for rel, n in answer.deleted.items():
                 deleted[rel] = deleted.get(rel, 0) + n
@@ -388,9 +426,10 @@ class ErasureActivities:
     @activity.defn(name=e.ERASE_LANCE_ROWS)
     def erase_lance_rows(self, inp: e.PlanInput) -> e.EraseLanceResult:
         """Commit new versions without the erased roots' rows and their programs' rows."""
-        scope = _scope(inp.plan.scope)
-        roots = list(inp.plan.root_ids)
-        programs = _hex_ids(inp.plan.program_ids)
+        plan = self._plan(inp.plan)
+        scope = _scope(plan.scope)
+        roots = list(plan.root_ids)
+        programs = _hex_ids(plan.program_ids)
         rows: dict[str, int] = {}
         compacted: list[str] = []
         work = [(d, c, roots) for d, c in ROOT_DATASETS.items()]
@@ -413,8 +452,9 @@ class ErasureActivities:
         Runs after the erased roots' CID references are gone, so what ``cid_refs_v1`` still holds
         is exactly what the remaining streams reference.
         """
-        scope = _scope(inp.plan.scope)
-        candidates = sorted(_hex_ids(inp.plan.candidate_cids, 64))
+        plan = self._plan(inp.plan)
+        scope = _scope(plan.scope)
+        candidates = sorted(_hex_ids(plan.candidate_cids, 64))
         still: set[str] = set()
         for chunk in _chunks(candidates, _IN_CHUNK):
             table = self.lance.read(
@@ -554,18 +594,19 @@ class ErasureActivities:
     @activity.defn(name=e.VERIFY)
     def verify(self, inp: e.PlanInput) -> e.VerifyResult:
         """Count what remains of the erased streams in every store (all zero for a receipt)."""
-        scope = _scope(inp.plan.scope)
+        plan = self._plan(inp.plan)
+        scope = _scope(plan.scope)
         by_stream = {
             s.euid: sum(1 for _ in self._versions(object_keys.stream_prefix(scope, s.euid)))
-            for s in inp.plan.streams
+            for s in plan.streams
         }
         facts: dict[str, int] = {}
-        roots = list(inp.plan.root_ids)
+        roots = list(plan.root_ids)
         for chunk in _chunks(roots, _FACT_CHUNK):
             counts = self.boundary.projection_fact_counts(scope.environment_id, chunk, generation=None)
             for rel, n in counts.counts.items():
                 facts[rel] = facts.get(rel, 0) + n
-        current, retained, versions = self.lance_counts(scope, inp.plan)
+        current, retained, versions = self.lance_counts(scope, plan)
         masks: dict[str, int] = {}
         for dataset in AFFECTED_DATASETS:
             ds = self.lance.open(scope, dataset)
@@ -586,6 +627,14 @@ class ErasureActivities:
             verified_at_ns=_now_ns(),
             lance_noncurrent_object_versions=noncurrent,
         )
+
+    @activity.defn(name=e.DISCARD_PLAN)
+    def discard_plan(self, inp: e.PlanInput) -> int:
+        """Delete the stored plan (every version): it lists the erased roots. Returns versions deleted."""
+        deleted = self._delete_versions(list(self._versions(inp.plan.key)))
+        self._plans.pop(inp.plan.digest, None)
+        _crash_point(e.DISCARD_PLAN)
+        return deleted
 
 
 def _count_in(ds: Any, column: str, values: list[str]) -> int:

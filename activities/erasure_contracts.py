@@ -22,6 +22,7 @@ ERASE_LANCE_ROWS = "erasure_erase_lance_rows"
 DELETE_UNREFERENCED = "erasure_delete_unreferenced"
 CLEANUP_LANCE_VERSIONS = "erasure_cleanup_lance_versions"
 VERIFY = "erasure_verify"
+DISCARD_PLAN = "erasure_discard_plan"
 
 # States (contract "State machines": queued -> running -> succeeded | failed).
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
@@ -84,7 +85,8 @@ class StreamPlan:
 
 @dataclass(frozen=True)
 class ErasurePlan:
-    """What the erasure covers, fixed before anything is deleted (it is in the workflow history)."""
+    """What the erasure covers, fixed before anything is deleted. Kept in the evidence bucket while
+    the erasure runs (:class:`PlanRef`): at one id per root it outgrows Temporal's payload limit."""
 
     scope: ScopeRef
     streams: tuple[StreamPlan, ...]
@@ -104,6 +106,17 @@ class ErasurePlan:
 
 
 @dataclass(frozen=True)
+class PlanRef:
+    """The stored plan (key and SHA-256 of its JSON) and what the workflow reports of it."""
+
+    key: str
+    digest: str
+    scope: ScopeRef
+    euids: tuple[str, ...]
+    root_count: int
+
+
+@dataclass(frozen=True)
 class ResolveInput:
     erasure_id: str
     scope: ScopeRef
@@ -113,7 +126,7 @@ class ResolveInput:
 @dataclass(frozen=True)
 class PlanInput:
     erasure_id: str
-    plan: ErasurePlan
+    plan: PlanRef
     round: int = 1
 
 

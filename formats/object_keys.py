@@ -201,6 +201,14 @@ def job_result_key(scope: Scope, job_id: str) -> str:
     return f"{TEMPORARY_ROOT}/{scope.path}/jobs/{job_id}/result.ndjson"
 
 
+def erasure_plan_key(scope: Scope, erasure_id: str) -> str:
+    """Where an erasure keeps its plan while it runs (one id per erased root: too large for
+    workflow history)."""
+    if not isinstance(erasure_id, str) or not _JOB_ID.fullmatch(erasure_id):
+        raise InvalidKeyError("erasure_id must be 1-128 characters of [A-Za-z0-9_-] starting alphanumeric")
+    return f"{TEMPORARY_ROOT}/{scope.path}/erasures/{erasure_id}/plan.json"
+
+
 # --- parsing ------------------------------------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
 
 def _receipt(
     inp: e.ErasureInput,
-    plan: e.ErasurePlan,
+    plan: e.PlanRef,
     deleted: e.DeleteObjectsResult,
     facts: e.EraseFactsResult,
     lance: e.EraseLanceResult,
@@ -38,7 +38,7 @@ def _receipt(
         "erasure_id": inp.erasure_id,
         "selector": inp.selector.kind,
         "streams": list(plan.euids),
-        "root_ids": len(plan.root_ids),
+        "root_ids": plan.root_count,
         "s3": {
             "object_versions_deleted": deleted.versions_deleted,
             "delete_markers_deleted": deleted.delete_markers_deleted,
@@ -111,14 +111,11 @@ class ErasureWorkflow:
         st.state = e.RUNNING
         t = inp.timeouts
         try:
-            plan: e.ErasurePlan = await self._step(
-                e.RESOLVE, e.ResolveInput(inp.erasure_id, inp.scope, inp.selector), e.ErasurePlan, t
+            plan: e.PlanRef = await self._step(
+                e.RESOLVE, e.ResolveInput(inp.erasure_id, inp.scope, inp.selector), e.PlanRef, t
             )
-            st.streams_matched, st.roots_matched, st.streams_deleted = (
-                len(plan.streams),
-                len(plan.root_ids),
-                0,
-            )
+            st.streams_matched, st.roots_matched, st.streams_deleted = len(plan.euids), plan.root_count, 0
+            verified = False
             for rnd in range(1, max(1, inp.max_rounds) + 1):
                 st.round = rnd
                 step = e.PlanInput(inp.erasure_id, plan, rnd)
@@ -133,8 +130,12 @@ class ErasureWorkflow:
                 check = await self._step(e.VERIFY, step, e.VerifyResult, t)
                 st.receipt = _receipt(inp, plan, deleted, facts, lance, shared, cleanup, check)
                 if check.clean:
-                    st.state = e.SUCCEEDED
+                    verified = True
                     break
+            # The plan lists the erased roots: it goes with them.
+            await self._step(e.DISCARD_PLAN, e.PlanInput(inp.erasure_id, plan), int, t)
+            if verified:
+                st.state = e.SUCCEEDED
             else:
                 st.state = e.FAILED
                 st.error = {

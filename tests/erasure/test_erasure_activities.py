@@ -19,7 +19,7 @@ def scope_ref(world: Any) -> ScopeRef:
     return ScopeRef(s.tenant_id, s.project_id, s.environment_id)
 
 
-def run_all(world: Any, selector: e.Selector, erasure_id: str) -> tuple[e.ErasurePlan, e.VerifyResult]:
+def run_all(world: Any, selector: e.Selector, erasure_id: str) -> tuple[e.PlanRef, e.VerifyResult]:
     er = world.erasure
     plan = er.resolve(e.ResolveInput(erasure_id, scope_ref(world), selector))
     step = e.PlanInput(erasure_id, plan)

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from activities import erasure_contracts as e
 from activities.contracts import ScopeRef
 from activities.erasure import CRASH_AFTER_ENV
+from formats import object_keys
 from workflows.erasure import ErasureWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +30,7 @@ STEPS = [
     e.DELETE_UNREFERENCED,
     e.CLEANUP_LANCE_VERSIONS,
     e.VERIFY,
+    e.DISCARD_PLAN,
 ]
 
 
@@ -87,3 +89,7 @@ def test_worker_crash_in_every_step_then_completion(eworld: Any, temporal: Any, 
     assert result.receipt is not None and result.receipt["verified"]
     assert root_rows_in_clickhouse(eworld, euid) == {}
     assert eworld.lance.count(eworld.scope, "calls_v1", f"starts_with(execution_id, '{euid}')") == 0
+    # The stored plan (it lists the erased roots) is gone with them, every version.
+    plan_key = object_keys.erasure_plan_key(eworld.scope, inp.erasure_id)
+    listed = eworld.s3.list_object_versions(Bucket=eworld.bucket, Prefix=plan_key)
+    assert not listed.get("Versions") and not listed.get("DeleteMarkers")
