@@ -334,7 +334,8 @@ def guard_sql(
         raise SqlRejected("unknown_column", f"a column does not resolve: {str(exc)[:200]}") from exc
     injected: list[exp.Select] = []
     for sc in traverse_scope(root):
-        for alias, (_node, src) in list(sc.selected_sources.items()):
+        # Every source, not only the selected ones: a SEMI or ANTI joined table selects nothing.
+        for alias, src in list(sc.sources.items()):
             if isinstance(src, exp.Table) and src.name in relations and not src.args.get("db"):
                 target = src.parent if isinstance(src.parent, exp.Final) else src
                 pushed = _pushdown(sc.expression, target, alias, src.name, catalog_version)

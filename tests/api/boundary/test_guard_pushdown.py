@@ -111,6 +111,18 @@ def test_joins_push_only_into_relations_whose_rows_are_kept() -> None:
     )
 
 
+@pytest.mark.parametrize("join", ["LEFT SEMI JOIN", "LEFT ANTI JOIN", "SEMI JOIN", "ANTI JOIN"])
+def test_semi_and_anti_joined_relations_are_scoped(join: str) -> None:
+    # A SEMI/ANTI joined relation selects no column, yet it is read: it gets the scope like any other.
+    sql = guard(f"SELECT c.call_id FROM calls_v1 c {join} threads_v1 t ON c.execution_id = t.execution_id")
+    scoped = {
+        sub.alias
+        for sub in sqlglot.parse_one(sql, read="clickhouse").find_all(exp.Subquery)
+        if isinstance(sub.this, exp.Select) and "tenant_id = 'tk'" in sub.this.args["where"].sql()
+    }
+    assert scoped == {"c", "t"}
+
+
 def test_subqueries_and_unions_push_per_level() -> None:
     sql = guard(
         "SELECT call_id FROM calls_v1 WHERE execution_id IN"
