@@ -57,6 +57,7 @@ LEDGER_SCHEMA = pa.schema(
 )
 
 Merge = Literal["upsert", "insert_only"]
+LOOKUP_CHUNK = 8192  # CIDs per IN filter (about 0.6 MB of filter text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +236,10 @@ class LanceStore:
         if ds is None:
             return {}
         out: dict[str, tuple[int, bytes, str | None]] = {}
-        for start in range(0, len(cids_hex), 500):
-            chunk = cids_hex[start : start + 500]
+        # Each to_table scans every unindexed fragment: as few as possible (measured on moto,
+        # 900 CIDs over 28 fragments: 540 ms in chunks of 500, 370 ms in one).
+        for start in range(0, len(cids_hex), LOOKUP_CHUNK):
+            chunk = cids_hex[start : start + LOOKUP_CHUNK]
             quoted = ", ".join(f"'{c}'" for c in chunk if c.isalnum())  # CIDs are 64 lowercase hex
             table = ds.to_table(columns=["cid", "codec", "body", "locator"], filter=f"cid IN ({quoted})")
             for cid, codec, body, locator in zip(

@@ -40,7 +40,7 @@ from activities.lance_store import (
     ledger_row_id,
 )
 from activities.projection.assemble import abandoned_execution, assemble_execution
-from activities.projection.batches import build_batches, private_tables
+from activities.projection.batches import build_batches, private_tables_of
 from activities.projection.model import (
     DataRead,
     ExecutionInput,
@@ -50,7 +50,13 @@ from activities.projection.model import (
     ProjectionBatch,
     ResolvedValue,
 )
-from activities.projection.walk import MAX_WALK, find_root_context, plan_meta_walk
+from activities.projection.walk import (
+    MAX_WALK,
+    MetaIndex,
+    find_root_context,
+    index_meta_segment,
+    plan_meta_walk,
+)
 from activities.settings import ProjectionSettings
 from formats import cas, evidence, object_keys
 from formats import meta_segment as ms
@@ -79,6 +85,10 @@ def _heartbeat(*details: Any) -> None:
 
 def _scope_of(ref: c.ScopeRef) -> Scope:
     return Scope(ref.tenant_id, ref.project_id, ref.environment_id)
+
+
+# One stream's walked meta segments, indexed once per activity run (its executions share the walk).
+_MetaIndexes = dict[int, MetaIndex | MetaProblem]
 
 
 def _available_cids(group_facts: list[Any]) -> Iterator[bytes]:
@@ -209,10 +219,15 @@ class ProjectionActivities:
     # --- meta projection ---------------------------------------------------------------------
 
     def _walk(
-        self, reader: EvidenceReader, scope: Scope, euid: str, start: int
-    ) -> Iterator[ms.MetaSegment | MetaProblem]:
+        self, reader: EvidenceReader, scope: Scope, euid: str, start: int, indexes: _MetaIndexes
+    ) -> Iterator[MetaIndex | MetaProblem]:
         for seq in plan_meta_walk(start, self.settings.max_walk or MAX_WALK):
-            yield reader.meta(scope, euid, seq)
+            hit = indexes.get(seq)
+            if hit is None:
+                seg = reader.meta(scope, euid, seq)
+                hit = index_meta_segment(seg) if isinstance(seg, ms.MetaSegment) else seg
+                indexes[seq] = hit
+            yield hit
 
     def _stream_started(self, reader: EvidenceReader, scope: Scope, euid: str) -> ms.StreamStarted | None:
         first = reader.meta(scope, euid, 1)
@@ -249,9 +264,10 @@ class ProjectionActivities:
         stream_started: ms.StreamStarted | None,
         root_ended: ms.RootEnded | None,
         data_seqs: range | list[int],
+        indexes: _MetaIndexes,
     ) -> ExecutionInput:
         ctx = find_root_context(
-            self._walk(reader, scope, euid, walk_from),
+            self._walk(reader, scope, euid, walk_from, indexes),
             root,
             need_root_started=root_ended is None or not root_ended.root_started_lost,
             max_walk=self.settings.max_walk,
@@ -322,21 +338,14 @@ class ProjectionActivities:
         already_in_lance: set[bytes],
         meta_key: str | None,
     ) -> int:
-        per_dataset: dict[str, list[pa.Table]] = {}
-        for projection in projections:
-            for dataset, table in private_tables(projection).items():
-                if dataset == "values_v1" and already_in_lance:
-                    keep = [
-                        cid not in already_in_lance for cid in map(bytes.fromhex, table["cid"].to_pylist())
-                    ]
-                    table = table.filter(pa.array(keep, pa.bool_()))
-                if table.num_rows:
-                    per_dataset.setdefault(dataset, []).append(table)
-        tables = {
-            dataset: pa.concat_tables(per_dataset[dataset])
-            for dataset in DATASETS
-            if dataset != LEDGER and dataset in per_dataset
-        }
+        tables: dict[str, pa.Table] = {}
+        for dataset, table in private_tables_of(projections).items():
+            if dataset == "values_v1" and already_in_lance:
+                keep = [cid not in already_in_lance for cid in map(bytes.fromhex, table["cid"].to_pylist())]
+                table = table.filter(pa.array(keep, pa.bool_()))
+            if table.num_rows and dataset != LEDGER:
+                tables[dataset] = table
+        tables = {dataset: tables[dataset] for dataset in DATASETS if dataset in tables}
         # The datasets are independent: commit them side by side (Lance works outside the GIL),
         # each through the group commit shared with concurrent activities; the ledger only after
         # every one of them has committed.
@@ -446,6 +455,7 @@ class ProjectionActivities:
             (s for r in ended if r.data_segment_count for s in range(r.data_first_seq, r.data_last_seq + 1)),
             self._pool,
         )
+        indexes: _MetaIndexes = {}
         inputs = [
             self._input_beat(
                 reader,
@@ -456,6 +466,7 @@ class ProjectionActivities:
                 started,
                 r,
                 range(r.data_first_seq, r.data_last_seq + 1) if r.data_segment_count else range(0),
+                indexes,
             )
             for r in ended
         ]
@@ -565,9 +576,10 @@ class ProjectionActivities:
             if s is not None
         )
         stream_started = self._stream_started(reader, scope, euid)
+        indexes: _MetaIndexes = {}
         out = []
         for seq, rs in open_roots:
-            inp = self._input(reader, scope, euid, seq, rs.root, stream_started, None, data_seqs)
+            inp = self._input(reader, scope, euid, seq, rs.root, stream_started, None, data_seqs, indexes)
             # Only the segments that hold this root's groups belong to it.
             out.append(
                 ExecutionInput(

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from formats.errors import MalformedError
 from formats.ids import CallSite, ContextTuple, EdgeKind, context_key
-from formats.wire import EncodeError, Reader, Writer
+from formats.wire import EncodeError, Reader, Writer, enum_members
 
 _COUNTERS = struct.Struct(">QQQQQQQQQQQQQ")  # 6 u64, 3 u128 as (hi, lo) pairs, 1 u64
 COUNTERS_LEN = _COUNTERS.size
@@ -60,6 +60,8 @@ class CounterHealth:
 
 
 HEALTH_MASK = 0b111
+# Every valid health byte decoded once (immutable, so shared).
+_HEALTH = tuple(CounterHealth.from_byte(bits) for bits in range(HEALTH_MASK + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,10 @@ def encode_cct_payload(payload: CctPayload) -> bytes:
 # -- decode ------------------------------------------------------------------------------
 
 
+_EDGEKIND = enum_members(EdgeKind)
+_OVERFLOWREASON = enum_members(OverflowReason)
+
+
 def _read_counters(r: Reader) -> CctCounters:
     v = r.unpack(_COUNTERS, "counters")
     return CctCounters(
@@ -176,7 +182,7 @@ def _read_tuple(r: Reader) -> ContextTuple:
     parent = r.fixed(32, "parent_key") if r.flag("parent_key") else None
     function_id = r.u32("function_id")
     site = CallSite(*r.unpack(_SITE, "call_site")) if r.flag("call_site") else None
-    edge = EdgeKind(r.tag("edge_kind", len(EdgeKind)))
+    edge = _EDGEKIND[r.tag("edge_kind", len(_EDGEKIND))]
     return ContextTuple(program_id, parent, function_id, site, edge)
 
 
@@ -185,7 +191,7 @@ def decode_cct_health(bits: int, *, file: str | None = None, offset: int | None 
         raise MalformedError(
             f"cct_health {bits:#04x} sets reserved bits", file=file, offset=offset, reason="invalid_health"
         )
-    return CounterHealth.from_byte(bits)
+    return _HEALTH[bits]
 
 
 def decode_cct_payload(
@@ -218,8 +224,8 @@ def decode_cct_payload(
     r.check_count(overflow_count, _OVERFLOW_MIN, "overflow_count")
     overflow = []
     for _ in range(overflow_count):
-        reason = OverflowReason(r.tag("overflow reason", len(OverflowReason)))
-        edge = EdgeKind(r.tag("edge_kind", len(EdgeKind)))
+        reason = _OVERFLOWREASON[r.tag("overflow reason", len(_OVERFLOWREASON))]
+        edge = _EDGEKIND[r.tag("edge_kind", len(_EDGEKIND))]
         overflow.append(OverflowDelta(reason, edge, _read_counters(r)))
     r.finish("CCT payload")
     if count + overflow_count != record_count:

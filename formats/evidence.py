@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from formats.errors import BadMagicError, LimitExceededError, MalformedError, UnsupportedVersionError
 from formats.ids import CallRef, CallSite, EdgeKind, ThreadRef
-from formats.wire import EncodeError, Reader, Writer
+from formats.wire import EncodeError, Reader, Writer, enum_members
 
 ERROR_CAPTURE_MAGIC = b"BAMLERR1"
 TERMINAL_ERROR_MAGIC = b"BAMLTER1"
@@ -520,6 +520,17 @@ def encode_evidence_payload(facts: list[EvidenceFact] | tuple[EvidenceFact, ...]
 
 # -- decode ------------------------------------------------------------------------------
 
+_OVERFLOWREASONTAG = enum_members(OverflowReasonTag)
+_EDGEKIND = enum_members(EdgeKind)
+_VALUELOSSREASON = enum_members(ValueLossReason)
+_THREADSTARTKIND = enum_members(ThreadStartKind)
+_ERRORUNWINDKIND = enum_members(ErrorUnwindKind)
+_ERRORSOURCE = enum_members(ErrorSource)
+_ERRORCAPTURELOSSREASON = enum_members(ErrorCaptureLossReason)
+_VALUEROLE = enum_members(ValueRole)
+_FUNCTIONENDSTATUS = enum_members(FunctionEndStatus)
+_THREADENDSTATUS = enum_members(ThreadEndStatus)
+
 
 def _r_ref(r: Reader) -> ThreadRef:
     euid, engine, thread = r.unpack(_REF, "ThreadRef")
@@ -543,15 +554,15 @@ def _r_ctx(r: Reader) -> ContextRef:
     kind = r.tag("context ref", 2)
     if kind == 0:
         return NormalContext(r.fixed(32, "context key"))
-    reason = OverflowReasonTag(r.tag("overflow reason", len(OverflowReasonTag)))
-    return OverflowContext(reason, EdgeKind(r.tag("edge_kind", len(EdgeKind))))
+    reason = _OVERFLOWREASONTAG[r.tag("overflow reason", len(_OVERFLOWREASONTAG))]
+    return OverflowContext(reason, _EDGEKIND[r.tag("edge_kind", len(_EDGEKIND))])
 
 
 def _r_state(r: Reader, what: str) -> ValueState:
     if r.tag(what, 2) == 0:
         cid, codec, size = r.unpack(_AVAILABLE, what)
         return ValueAvailable(cid, codec, size)  # type: ignore[arg-type]
-    return ValueLost(ValueLossReason(r.tag("value loss reason", len(ValueLossReason))))
+    return ValueLost(_VALUELOSSREASON[r.tag("value loss reason", len(_VALUELOSSREASON))])
 
 
 def _r_error_id(r: Reader) -> ErrorCaptureId:
@@ -575,14 +586,85 @@ def _r_bits(r: Reader, what: str) -> int:
     return bits
 
 
+def _span_start_layouts() -> dict[int, tuple[bool, bool, bool, struct.Struct]]:
+    # Fast-path layouts of a SpanStart with a normal context, by body size: each combination
+    # of the three optional parts (parent, call site, runtime id) has a size of its own.
+    out: dict[int, tuple[bool, bool, bool, struct.Struct]] = {}
+    for parent in (False, True):
+        for site in (False, True):
+            for runtime in (False, True):
+                layout = struct.Struct(
+                    ">16sQQQB"
+                    + ("16sQQQ" if parent else "")
+                    + "16sQQB32sIB"
+                    + ("IIII" if site else "")
+                    + "BQBBB"
+                    + ("I16s" if runtime else "")
+                )
+                out[layout.size] = (parent, site, runtime, layout)
+    return out
+
+
+_SPAN_START_LAYOUTS = _span_start_layouts()
+# ValueOccurrence with a normal context and an available value: CallRef ‖ ctx ‖ role ‖ state.
+_VALUE_OCCURRENCE = struct.Struct(">16sQQQB32sBB32sHQ")
+
+
+def _fast_span_start(r: Reader) -> SpanStart | None:
+    """The common shapes in one unpack; None (nothing consumed) when the body needs the full decoder."""
+    shape = _SPAN_START_LAYOUTS.get(r.remaining)
+    if shape is None:
+        return None
+    has_parent, has_site, has_runtime, layout = shape
+    v = r.peek_rest(layout)
+    if v is None or v[4] != has_parent:
+        return None
+    call_ref = CallRef(v[0], v[1], v[2], v[3])
+    i = 5
+    parent = None
+    if has_parent:
+        parent = CallRef(v[5], v[6], v[7], v[8])
+        i = 9
+    thread_ref = ThreadRef(v[i], v[i + 1], v[i + 2])
+    ctx_kind, key, function_id, site_flag = v[i + 3], v[i + 4], v[i + 5], v[i + 6]
+    i += 7
+    if ctx_kind != 0 or site_flag != has_site:
+        return None
+    site = None
+    if has_site:
+        site = CallSite(v[i], v[i + 1], v[i + 2], v[i + 3])
+        i += 4
+    edge, started_ns, reasons, roles, runtime_flag = v[i : i + 5]
+    if edge >= len(_EDGEKIND) or reasons & ~7 or roles & ~7 or runtime_flag != has_runtime:
+        return None
+    runtime = RuntimeIdAnnotation(v[i + 5], v[i + 6]) if has_runtime else None
+    r.skip_rest()
+    return SpanStart(
+        call_ref,
+        parent,
+        thread_ref,
+        NormalContext(key),
+        function_id,
+        site,
+        _EDGEKIND[edge],
+        started_ns,
+        reasons,
+        roles,
+        runtime,
+    )
+
+
 def _decode_span_start(r: Reader) -> SpanStart:
+    fast = _fast_span_start(r)
+    if fast is not None:
+        return fast
     call_ref = _r_call(r)
     parent = _r_opt_call(r, "parent_call_ref")
     thread_ref = _r_ref(r)
     ctx = _r_ctx(r)
     function_id = r.u32("function_id")
     site = _r_site(r, "call_site")
-    edge = EdgeKind(r.tag("edge_kind", len(EdgeKind)))
+    edge = _EDGEKIND[r.tag("edge_kind", len(_EDGEKIND))]
     started_ns = r.u64("started_ns")
     reasons = _r_bits(r, "selection_reasons")
     roles = _r_bits(r, "roles")
@@ -601,7 +683,7 @@ def _decode_span_end(r: Reader) -> SpanEnd:
     euid, engine, thread, call, ended, status, inclusive = r.unpack(_SPAN_END, "SpanEnd")
     if status >= len(FunctionEndStatus):
         r.fail(MalformedError, f"SpanEnd status: unknown tag {status}", reason="unknown_tag", at=at + 48)
-    return SpanEnd(CallRef(euid, engine, thread, call), ended, FunctionEndStatus(status), inclusive)  # type: ignore[arg-type]
+    return SpanEnd(CallRef(euid, engine, thread, call), ended, _FUNCTIONENDSTATUS[status], inclusive)  # type: ignore[arg-type]
 
 
 def _decode_thread_start(r: Reader) -> ThreadStart:
@@ -610,7 +692,7 @@ def _decode_thread_start(r: Reader) -> ThreadStart:
     spawn_call = _r_opt_call(r, "spawn_call")
     spawn_site = _r_site(r, "spawn_site")
     started_ns = r.u64("started_ns")
-    kind = ThreadStartKind(r.tag("thread start kind", len(ThreadStartKind)))
+    kind = _THREADSTARTKIND[r.tag("thread start kind", len(_THREADSTARTKIND))]
     name = _r_thread_name(r)
     return ThreadStart(thread_ref, parent, spawn_call, spawn_site, started_ns, kind, name)
 
@@ -639,7 +721,7 @@ def _decode_thread_end(r: Reader) -> ThreadEnd:
     euid, engine, thread, ended, status = r.unpack(_THREAD_END, "ThreadEnd")
     if status >= len(ThreadEndStatus):
         r.fail(MalformedError, f"ThreadEnd status: unknown tag {status}", reason="unknown_tag", at=at + 40)
-    return ThreadEnd(ThreadRef(euid, engine, thread), ended, ThreadEndStatus(status))  # type: ignore[arg-type]
+    return ThreadEnd(ThreadRef(euid, engine, thread), ended, _THREADENDSTATUS[status])  # type: ignore[arg-type]
 
 
 def decode_error_capture(r: Reader) -> ErrorCapture:
@@ -649,8 +731,8 @@ def decode_error_capture(r: Reader) -> ErrorCapture:
     ctx = _r_ctx(r)
     function_id = r.u32("throw_function_id")
     site = ThrowSite(*r.unpack(_SITE, "throw_site")) if r.flag("throw_site") else None
-    kind = ErrorUnwindKind(r.tag("error unwind kind", len(ErrorUnwindKind)))
-    source = ErrorSource(r.tag("error source", len(ErrorSource)))
+    kind = _ERRORUNWINDKIND[r.tag("error unwind kind", len(_ERRORUNWINDKIND))]
+    source = _ERRORSOURCE[r.tag("error source", len(_ERRORSOURCE))]
     return ErrorCapture(
         eid, throw_call, ctx, function_id, site, kind, source, _r_state(r, "error value state")
     )
@@ -664,7 +746,7 @@ def decode_terminal_error_ref(r: Reader) -> TerminalErrorRef:
         target = _r_error_id(r)
     else:
         target = ErrorTargetLost(
-            ErrorCaptureLossReason(r.tag("error loss reason", len(ErrorCaptureLossReason)))
+            _ERRORCAPTURELOSSREASON[r.tag("error loss reason", len(_ERRORCAPTURELOSSREASON))]
         )
     return TerminalErrorRef(call_ref, target)
 
@@ -685,6 +767,21 @@ def _decode_log_event(r: Reader) -> LogEvent:
     )
 
 
+def _decode_value_occurrence(r: Reader) -> ValueOccurrence:
+    v = r.peek_rest(_VALUE_OCCURRENCE)
+    if v is not None and v[4] == 0 and v[6] < len(_VALUEROLE) and v[7] == 0:
+        r.skip_rest()
+        return ValueOccurrence(
+            CallRef(v[0], v[1], v[2], v[3]),
+            NormalContext(v[5]),
+            _VALUEROLE[v[6]],
+            ValueAvailable(v[8], v[9], v[10]),
+        )
+    return ValueOccurrence(
+        _r_call(r), _r_ctx(r), _VALUEROLE[r.tag("value role", len(_VALUEROLE))], _r_state(r, "value state")
+    )
+
+
 def _decode_call_scope(r: Reader) -> CallScope:
     call_ref = _r_call(r)
     distinct_id = r.optional_string_u64("distinct_id")
@@ -695,9 +792,7 @@ _DECODERS = (
     _decode_span_start,
     _decode_span_end,
     lambda r: SpanRuntimeId(_r_call(r), r.u32("annotation_ordinal"), r.fixed(16, "runtime_id")),
-    lambda r: ValueOccurrence(
-        _r_call(r), _r_ctx(r), ValueRole(r.tag("value role", len(ValueRole))), _r_state(r, "value state")
-    ),
+    _decode_value_occurrence,
     decode_error_capture,
     decode_terminal_error_ref,
     _decode_thread_start,
@@ -710,7 +805,8 @@ _DECODERS = (
 def decode_fact(tag: int, r: Reader) -> EvidenceFact:
     """Decode one fact body held by ``r`` (which must be exactly the body)."""
     fact: EvidenceFact = _DECODERS[tag](r)
-    r.finish(f"{type(fact).__name__} body")
+    if not r.at_end():  # the message is built only on failure
+        r.finish(f"{type(fact).__name__} body")
     return fact
 
 
@@ -731,8 +827,7 @@ def decode_evidence_payload(
     n_tags = len(_DECODERS)
     for _ in range(count):
         at = r.pos
-        tag = r.u8("fact tag")
-        body = r.sub(r.u32("fact body_len"), "fact body")
+        tag, body = r.framed("fact tag", "fact body_len", "fact body")
         if tag >= n_tags:
             r.fail(MalformedError, f"unknown evidence fact tag {tag}", reason="unknown_tag", at=at)
         facts.append(decode_fact(tag, body))

@@ -50,7 +50,7 @@ from formats.segment_names import (
     parse_segment_path,
     read_segment_header,
 )
-from formats.wire import EncodeError, Reader, Writer
+from formats.wire import EncodeError, Reader, Writer, enum_members
 
 HEADER_LEN = 58
 ROOT_ENDED_FLAG_ROOT_STARTED_LOST = 1
@@ -63,6 +63,9 @@ class ExecutionEndStatus(enum.IntEnum):
     CANCELLED = 2
     PANICKED = 3
     ABANDONED = 4
+
+
+_EXECUTIONENDSTATUS = enum_members(ExecutionEndStatus)
 
 
 class MetaTag(enum.IntEnum):
@@ -256,7 +259,7 @@ def _decode_record(tag: int, r: Reader) -> MetaRecord:
     else:
         root = ThreadRef.from_bytes(r.fixed(THREAD_REF_LEN, "root"))
         ended_ns = r.u64("ended_ns")
-        status = ExecutionEndStatus(r.tag("RootEnded status", len(ExecutionEndStatus)))
+        status = _EXECUTIONENDSTATUS[r.tag("RootEnded status", len(_EXECUTIONENDSTATUS))]
         flags = r.u8("flags")
         first, last, count = r.u64("data_first_seq"), r.u64("data_last_seq"), r.u64("data_segment_count")
         at = r.pos
@@ -271,7 +274,8 @@ def _decode_record(tag: int, r: Reader) -> MetaRecord:
             )
         health = HealthSnapshot(*hr.unpack(_HEALTH, "health"))
         record = RootEnded(root, ended_ns, status, flags, first, last, count, health)
-    r.finish(f"{type(record).__name__} body")
+    if not r.at_end():  # the message is built only on failure
+        r.finish(f"{type(record).__name__} body")
     return record
 
 

@@ -15,8 +15,9 @@ Conventions (publisher guide, "Conventions"; real source ``store.rs``):
 
 from __future__ import annotations
 
+import enum
 import struct
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from formats.errors import (
     FormatError,
@@ -33,9 +34,21 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _U128 = struct.Struct(">QQ")
+_TAG_LEN = struct.Struct(">BI")
+
+E = TypeVar("E", bound=enum.IntEnum)
 
 U64_MAX = (1 << 64) - 1
 U128_MAX = (1 << 128) - 1
+
+
+def enum_members(cls: type[E]) -> tuple[E, ...]:
+    """An int enum's members indexed by value (values 0..n-1): a tuple index is much cheaper
+    than ``cls(value)`` in hot decoders, after :meth:`Reader.tag` has checked the range."""
+    members = tuple(cls)
+    if [int(m) for m in members] != list(range(len(members))):  # type: ignore[call-overload]
+        raise ValueError(f"{cls.__name__} values are not 0..{len(members) - 1}")
+    return members
 
 
 class EncodeError(ValueError):
@@ -140,6 +153,30 @@ class Reader:
         values = layout.unpack_from(self._data, self._pos)
         self._pos += layout.size
         return values
+
+    def framed(self, tag_what: str, len_what: str, body_what: str) -> tuple[int, Reader]:
+        """``u8 tag ‖ u32 body_len ‖ body``: the tag and a reader over the body.
+
+        The same checks and errors as ``u8``, ``u32`` then ``sub``, with one unpack when the
+        five header bytes are there (the common case)."""
+        pos = self._pos
+        if self._end - pos >= 5:
+            tag, n = _TAG_LEN.unpack_from(self._data, pos)
+            self._pos = pos + 5
+            return tag, self.sub(n, body_what)
+        tag = self.u8(tag_what)
+        return tag, self.sub(self.u32(len_what), body_what)
+
+    def peek_rest(self, layout: struct.Struct) -> tuple[Any, ...] | None:
+        """``layout`` unpacked over exactly the bytes left, without consuming them; None when
+        the sizes differ. For decoders' fast paths: on a hit they check the values and
+        :meth:`skip_rest`, else they decode field by field (which raises the precise error)."""
+        if self._end - self._pos != layout.size:
+            return None
+        return layout.unpack_from(self._data, self._pos)
+
+    def skip_rest(self) -> None:
+        self._pos = self._end
 
     # -- declared lengths ----------------------------------------------------
     def check_length(self, n: int, what: str) -> None:

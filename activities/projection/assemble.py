@@ -12,6 +12,7 @@ and the ``cas/values/`` prefix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from activities.projection import private_rows
@@ -307,7 +308,7 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
     rendered = private_rows.RenderedValues(resolved)
     calls: list[Row] = []
     calls_private: list[Row] = []
-    leaves: list[Row] = []
+    leaves = private_rows.LeafRows()
     by_key = {(s.start.call_ref.thread_id, s.start.call_ref.call_id): s for s in spans}
     span_durations: dict[bytes, list[int]] = {}
     for span in spans:
@@ -356,7 +357,7 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
         for role in ROLES:
             cid = per[role].cid
             if cid is not None:
-                leaves.extend(rendered.leaf_rows(execution_id, call_id, role, cid, calls[-1]))
+                rendered.add_leaves(leaves, execution_id, call_id, role, cid, calls[-1])
 
     threads = _threads(
         root, facts, spans, states, names, zero, execution_id, euid_hex, status, index_state, value_state, inp
@@ -368,7 +369,7 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
         "call_path_stats_v1": _call_path_rows(merged, span_durations, names, execution_id, program_hex),
         "errors_v1": errors,
     }
-    private: dict[str, list[Row]] = {
+    private: dict[str, Sequence[Row]] = {
         "calls_v1": calls_private,
         "errors_v1": errors_private,
         "value_leaves_v1": leaves,

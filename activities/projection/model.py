@@ -8,7 +8,7 @@ and gets back an :class:`ExecutionProjection` (rows per relation) or a :class:`P
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +110,7 @@ class ExecutionProjection:
     index_state: str
     value_state: str
     public: Mapping[str, list[Row]] = field(default_factory=dict)
-    private: Mapping[str, list[Row]] = field(default_factory=dict)
+    private: Mapping[str, Sequence[Row]] = field(default_factory=dict)
 
     def rows(self, relation: str) -> list[Row]:
         if relation in self.public:

@@ -16,8 +16,8 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 from activities.projection.model import ResolvedValue, Row
 from formats import catalog, evidence, value_json
@@ -86,8 +86,15 @@ def _as_float(number: int | float) -> float:
 
 
 LeafTemplate = list[tuple[str, str, str | None, float | None, bool | None]]
+LeafColumns = tuple[
+    tuple[str, ...],
+    tuple[str, ...],
+    tuple[str | None, ...],
+    tuple[float | None, ...],
+    tuple[bool | None, ...],
+]
 _shared_json: OrderedDict[bytes, str | None] = OrderedDict()
-_shared_leaves: OrderedDict[bytes, LeafTemplate] = OrderedDict()
+_shared_leaves: OrderedDict[bytes, LeafColumns] = OrderedDict()
 _shared_lock = threading.Lock()  # activities may run in worker threads
 _MISS = object()
 
@@ -111,7 +118,7 @@ class RenderedValues:
         self.resolved = resolved
         self._decoded: dict[bytes, Value | None] = {}
         self._json: dict[bytes, str | None] = {}
-        self._leaves: dict[bytes, LeafTemplate] = {}
+        self._leaves: dict[bytes, LeafColumns] = {}
 
     def _shareable(self, cid: bytes) -> bool:
         found = self.resolved.get(cid)
@@ -146,8 +153,8 @@ class RenderedValues:
                     _remember(_shared_json, cid, self._json[cid])
         return self._json[cid]
 
-    def _leaf_template(self, cid: bytes) -> LeafTemplate:
-        """(path, key, string, number, bool) per leaf, computed once per value."""
+    def _leaf_columns(self, cid: bytes) -> LeafColumns:
+        """(paths, keys, strings, numbers, bools) of the value's leaves, computed once per value."""
         if cid not in self._leaves:
             shared = _recall(_shared_leaves, cid)
             if shared is not _MISS:
@@ -167,42 +174,98 @@ class RenderedValues:
                 elif leaf.kind in ("string", "bytes", "media") and leaf.scalar is not None:
                     string = str(leaf.scalar)
                 out.append((leaf.path_text, _leaf_key(leaf), string, number, flag))
-            self._leaves[cid] = out
+            columns: LeafColumns = tuple(zip(*out, strict=True)) if out else ((), (), (), (), ())  # type: ignore[assignment]
+            self._leaves[cid] = columns
             if self._shareable(cid):
-                _remember(_shared_leaves, cid, out)
+                _remember(_shared_leaves, cid, columns)
         return self._leaves[cid]
 
-    def leaf_rows(
-        self, execution_id: str, call_id: str, role: str, cid: bytes, call: Row | None = None
-    ) -> list[Row]:
-        """Leaf rows of one value; ``call`` is the call's public ``calls_v1`` row.
+    def add_leaves(
+        self, out: LeafRows, execution_id: str, call_id: str, role: str, cid: bytes, call: Row | None = None
+    ) -> None:
+        """Append the value's leaf rows to ``out``; ``call`` is the call's public ``calls_v1`` row.
 
         The call's public pruning facts (:data:`CALL_FACTS`) are copied onto every leaf so a query
         can filter and rank leaves by function, time window and status in one indexed Lance scan,
         without shipping candidate id lists. They are public facts: the copy leaks nothing.
         """
-        template = self._leaf_template(cid)
-        if not template:
-            return []
-        cid_hex = cid.hex()
+        paths, keys, strings, numbers, flags = self._leaf_columns(cid)
+        n = len(paths)
+        if not n:
+            return
         ids = _RowIds("value_leaves_v1", execution_id, call_id, role)
-        facts = {name: (call or {}).get(name) for name in CALL_FACTS}
-        return [
-            {
-                **facts,
-                "row_id": ids.at(index),
-                "execution_id": execution_id,
-                "call_id": call_id,
-                "cid": cid_hex,
-                "role": role,
-                "path": path,
-                "key": key,
-                "string": string,
-                "number": number,
-                "bool": flag,
-            }
-            for index, (path, key, string, number, flag) in enumerate(template)
-        ]
+        facts = call or {}
+        c = out.columns
+        for name in CALL_FACTS:
+            c[name] += [facts.get(name)] * n
+        c["row_id"] += [ids.at(index) for index in range(n)]
+        c["execution_id"] += [execution_id] * n
+        c["call_id"] += [call_id] * n
+        c["cid"] += [cid.hex()] * n
+        c["role"] += [role] * n
+        c["path"] += paths
+        c["key"] += keys
+        c["string"] += strings
+        c["number"] += numbers
+        c["bool"] += flags
+
+    def leaf_rows(
+        self, execution_id: str, call_id: str, role: str, cid: bytes, call: Row | None = None
+    ) -> list[Row]:
+        """Leaf rows of one value as dicts (see :meth:`add_leaves`)."""
+        rows = LeafRows()
+        self.add_leaves(rows, execution_id, call_id, role, cid, call)
+        return list(rows)
+
+
+LEAF_COLUMNS = (
+    *CALL_FACTS,
+    "row_id",
+    "execution_id",
+    "call_id",
+    "cid",
+    "role",
+    "path",
+    "key",
+    "string",
+    "number",
+    "bool",
+)
+
+
+class LeafRows(Sequence[Row]):
+    """value_leaves_v1 rows of one execution, held as columns.
+
+    Leaves are most of an execution's rows: appending them column by column avoids a dict per
+    leaf (and the garbage collector's work on them); :func:`activities.projection.batches.private_tables`
+    takes the columns as they are. Indexing and iteration give the rows as dicts, in order.
+    """
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[Any]] = {name: [] for name in LEAF_COLUMNS}
+
+    def __len__(self) -> int:
+        return len(self.columns["row_id"])
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return {name: column[index] for name, column in self.columns.items()}
+
+    def __iter__(self) -> Iterator[Row]:
+        names = tuple(self.columns)
+        for values in zip(*self.columns.values(), strict=True):
+            yield dict(zip(names, values, strict=True))
 
 
 class _RowIds:
@@ -217,10 +280,20 @@ class _RowIds:
 
     def at(self, index: int) -> str:
         h = self._h.copy()
-        data = str(index).encode()
-        h.update(len(data).to_bytes(4, "big"))
-        h.update(data)
+        h.update(_index_part(index))
         return h.hexdigest()[:32]
+
+
+def _length_prefixed(index: int) -> bytes:
+    data = str(index).encode()
+    return len(data).to_bytes(4, "big") + data
+
+
+_INDEX_PARTS = tuple(_length_prefixed(i) for i in range(4096))
+
+
+def _index_part(index: int) -> bytes:
+    return _INDEX_PARTS[index] if index < len(_INDEX_PARTS) else _length_prefixed(index)
 
 
 def values_rows(resolved: dict[bytes, ResolvedValue]) -> list[Row]:

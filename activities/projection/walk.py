@@ -10,12 +10,15 @@ lost (flag bit 0), only the EngineStarted is needed.
 
 Pure: the caller passes segments (decoded by the I/O layer) lazily, in the order
 :func:`plan_meta_walk` gives, and :func:`find_root_context` stops consuming as soon as it
-has what it needs.
+has what it needs. A caller walking the same segments for many roots (one meta object's
+executions) passes each segment's :class:`MetaIndex` instead, built once with
+:func:`index_meta_segment`, so a walk step is a dictionary lookup, not a scan of the records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from activities.projection.model import MetaProblem, RootContext
 from formats.ids import ThreadRef
@@ -38,8 +41,32 @@ def plan_meta_walk(root_ended_seq: int, max_walk: int = MAX_WALK) -> tuple[int, 
     return tuple(range(root_ended_seq, lowest - 1, -1))
 
 
+@dataclass(frozen=True, slots=True)
+class MetaIndex:
+    """The records a walk looks for in one meta segment: the first of each per root / engine."""
+
+    sequence: int
+    root_started: Mapping[ThreadRef, RootStarted]
+    engine_started: Mapping[int, EngineStarted]
+    stream_started: StreamStarted | None
+
+
+def index_meta_segment(segment: MetaSegment) -> MetaIndex:
+    roots: dict[ThreadRef, RootStarted] = {}
+    engines: dict[int, EngineStarted] = {}
+    stream: StreamStarted | None = None
+    for record in segment.records:
+        if isinstance(record, RootStarted):
+            roots.setdefault(record.root, record)
+        elif isinstance(record, EngineStarted):
+            engines.setdefault(record.engine_id, record)
+        elif isinstance(record, StreamStarted) and stream is None:
+            stream = record
+    return MetaIndex(segment.sequence, roots, engines, stream)
+
+
 def find_root_context(
-    segments: Iterable[MetaSegment | MetaProblem],
+    segments: Iterable[MetaSegment | MetaIndex | MetaProblem],
     root: ThreadRef,
     *,
     need_root_started: bool = True,
@@ -72,16 +99,14 @@ def find_root_context(
         read.append(item.sequence)
         if isinstance(item, MetaProblem):
             return result(False, REASON_GAP)
-        for record in item.records:
-            if isinstance(record, RootStarted):
-                if record.root == root and root_started is None:
-                    root_started = record
-            elif isinstance(record, EngineStarted):
-                # The newest EngineStarted for the engine at or before the root is the one that ran it.
-                if record.engine_id == root.engine_id and engine_started is None:
-                    engine_started = record
-            elif isinstance(record, StreamStarted) and stream_started is None:
-                stream_started = record
+        index = item if isinstance(item, MetaIndex) else index_meta_segment(item)
+        if root_started is None:
+            root_started = index.root_started.get(root)
+        if engine_started is None:
+            # The newest EngineStarted for the engine at or before the root is the one that ran it.
+            engine_started = index.engine_started.get(root.engine_id)
+        if stream_started is None:
+            stream_started = index.stream_started
         if done():
             return result(True, None)
         if item.sequence == 1:
