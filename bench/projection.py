@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import os
 import pstats
 import socket
 import subprocess
@@ -44,6 +45,7 @@ from moto.server import ThreadedMotoServer  # noqa: E402
 from activities import contracts as c  # noqa: E402
 from activities.fact_sink import BoundaryFactSink  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
+from activities.runtime import tune_gc  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402
@@ -72,6 +74,24 @@ class Timed:
         setattr(obj, name, timed)
 
 
+def _children_cpu() -> dict[str, float]:
+    """CPU seconds used so far by this process's children (moto, Boundary), by a short name."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    me = os.getpid()
+    pids: set[str] = set()
+    for task in Path(f"/proc/{me}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread may end while we look
+            pids.update((task / "children").read_text().split())
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            name = "boundary" if "api.boundary" in cmd else "moto" if "moto" in cmd else cmd[:20]
+            out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+    return out
+
+
 class NullSink:
     def active_generation(self, environment_id: str) -> int:
         return 1
@@ -94,7 +114,13 @@ def main() -> None:
     )
     ap.add_argument("--concurrency", type=int, default=1, help="meta objects projected at once (worker: 8)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--profile-out", help="also dump the baseline's cProfile stats to this file")
+    ap.add_argument(
+        "--default-gc", action="store_true", help="keep Python's GC thresholds (the worker tunes them)"
+    )
     args = ap.parse_args()
+    if not args.default_gc:
+        tune_gc()  # as the worker does once it has started
     tmp = Path(tempfile.mkdtemp())
     port = fx.free_port()
     # S3 is another process in production: by default moto runs as one too, so its Python
@@ -174,6 +200,9 @@ def main() -> None:
             )
         merges.clear()
         t0 = time.perf_counter()
+        # Worker CPU (all its threads): steadier than wall time on a shared machine.
+        c0 = time.process_time()
+        kids0 = _children_cpu()
         outcomes: Counter[str] = Counter()
         # The worker runs activities on a thread pool (8 threads): --concurrency mirrors it.
         with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
@@ -183,6 +212,8 @@ def main() -> None:
                 for o in result.outcomes:
                     outcomes[o.outcome] += 1
         total = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        kids = {k: v - kids0.get(k, 0.0) for k, v in _children_cpu().items()}
         n = sum(outcomes.values())
 
         # Baseline in the same run: the same reads and row building, no Boundary, no Lance writes.
@@ -197,6 +228,7 @@ def main() -> None:
         base._commit_lance = lambda *a, **kw: 0  # type: ignore[method-assign]
         prof = cProfile.Profile() if args.profile else None
         t0 = time.perf_counter()
+        c0 = time.process_time()
         if prof:
             prof.enable()
         for k in up.meta_keys:
@@ -204,14 +236,24 @@ def main() -> None:
         if prof:
             prof.disable()
         base_s = time.perf_counter() - t0
+        base_cpu = time.process_time() - c0
         if prof:
             pstats.Stats(prof).sort_stats(args.sort).print_stats(args.top)
+            if args.profile_out:
+                prof.dump_stats(args.profile_out)
 
         print(f"executions projected: {n} ({dict(outcomes)}), mean spans/execution {spans:.1f}")
         print(f"meta objects: {len(up.meta_keys)}, packs: {len(up.pack_keys)} (pack ingest {packs_s:.2f} s)")
         print(
             f"projection ({args.concurrency} activity threads): {total:.2f} s"
-            f" -> {n / total:.0f} executions/s (target >= 500)"
+            f" -> {n / total:.0f} executions/s (target >= 500);"
+            f" worker CPU {cpu:.2f} s ({1000 * cpu / max(1, n):.2f} ms/execution)"
+        )
+        print(
+            "  CPU of the other processes in the same window: "
+            + ", ".join(
+                f"{k} {v:.2f} s ({1000 * v / max(1, n):.2f} ms/execution)" for k, v in sorted(kids.items())
+            )
         )
         # Per-phase figures are summed over threads (thread-seconds); their share is of the sum.
         rest = total - sum(totals.values())
@@ -225,7 +267,7 @@ def main() -> None:
             )
         print(
             f"baseline (read+assemble only, no Boundary/Lance): {base_s:.2f} s"
-            f" -> {n / base_s:.0f} executions/s;"
+            f" -> {n / base_s:.0f} executions/s, CPU {1000 * base_cpu / max(1, n):.2f} ms/execution;"
             f" ratio full/baseline = {total / base_s:.2f}"
         )
         acts.close()

@@ -38,7 +38,7 @@ from temporalio.worker import Worker
 
 from activities import contracts as c
 from activities.erasure import ErasureActivities
-from activities.runtime import Identity, build_projection_activities
+from activities.runtime import Identity, build_projection_activities, tune_gc
 from activities.settings import ProjectionSettings, get_projection_settings
 from worker.settings import TemporalWorkerSettings, get_worker_settings
 from worker.stack.health_workflow import HealthCheckWorkflow, health_check_activity
@@ -205,6 +205,7 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
         names = await ensure_schedules(client, settings.task_queue, identity, ps)
         log.info("schedules ensured: %d", len(names))
     worker = build_worker(client, settings.task_queue, projection)
+    tune_gc()
     log.info("polling task queue %s on %s", settings.task_queue, settings.temporal_address)
     async with worker:
         beat = (
