@@ -22,7 +22,7 @@ from activities.fact_sink import BoundaryFactSink
 from activities.lance_store import LanceStore
 from activities.projection_activities import ProjectionActivities
 from activities.settings import ProjectionSettings
-from api.common.aws import aws_client
+from api.common.aws import object_store_client
 
 log = logging.getLogger("baml_studio.projection")
 
@@ -61,20 +61,6 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 1000)
-
-
-def s3_client(ws: Any, service: str = "s3") -> Any:
-    # Shared by the activity threads and the prefetch pool: a pool per thread, values up to 16 MiB.
-    return aws_client(
-        service,
-        ws.s3_endpoint_url,
-        ws.aws_region,
-        ws.aws_access_key_id,
-        ws.aws_secret_access_key,
-        read_timeout=60,
-        max_attempts=5,
-        max_pool_connections=32,
-    )
 
 
 class GenerationSwitch:
@@ -130,13 +116,13 @@ def build_projection_activities(
         secret_access_key=ws.aws_secret_access_key,
     )
     acts = ProjectionActivities(
-        s3=s3_client(ws),
+        s3=object_store_client(ws),
         bucket=ws.bucket,
         lance=lance,
         sink=BoundaryFactSink(client),
         settings=ps,
         tenant_id=identity.tenant_id,
-        sqs=s3_client(ws, "sqs"),
+        sqs=object_store_client(ws, "sqs"),
         queue_url=identity.queue_url,
     )
     return acts, GenerationSwitch(identity.control_url, identity.operator_token)

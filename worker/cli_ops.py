@@ -26,7 +26,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from activities import contracts as c
-from api.common.aws import aws_client
+from api.common.aws import object_store_client
 from worker.bridge.accounting import Accounting, LedgerRow, MetaSummary, account
 from worker.bridge.messages import parse_message
 from worker.bridge.routing import kind_of
@@ -65,15 +65,7 @@ class Deployment:
     environments: list[str]
 
     def client(self, service: str) -> Any:
-        return aws_client(
-            service,
-            self.s3_endpoint_url,
-            self.aws_region,
-            self.aws_access_key_id,
-            self.aws_secret_access_key,
-            read_timeout=60,
-            max_attempts=5,
-        )
+        return object_store_client(self, service)
 
     def scope(self, environment_id: str) -> c.ScopeRef:
         return c.ScopeRef(self.tenant_id, self.project_id, environment_id)

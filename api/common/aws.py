@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 from botocore.config import Config
@@ -40,4 +40,27 @@ def aws_client(
             read_timeout=read_timeout,
             max_pool_connections=max_pool_connections,
         ),
+    )
+
+
+class ObjectStoreAccess(Protocol):
+    """Settings (or a stack deployment) that name an object store and its credentials."""
+
+    s3_endpoint_url: str | None
+    aws_region: str
+    aws_access_key_id: str
+    aws_secret_access_key: str
+
+
+def object_store_client(access: ObjectStoreAccess, service: str = "s3") -> Any:
+    """The client of a worker-side process: shared by its threads, reading values up to 16 MiB."""
+    return aws_client(
+        service,
+        access.s3_endpoint_url,
+        access.aws_region,
+        access.aws_access_key_id,
+        access.aws_secret_access_key,
+        read_timeout=60,
+        max_attempts=5,
+        max_pool_connections=32,
     )

@@ -22,7 +22,7 @@ from cryptography import x509
 from pydantic import ValidationError
 
 from activities.lance_store import LanceStore
-from api.common.aws import aws_client
+from api.common.aws import object_store_client
 from api.common.boundary_client import BoundaryClient, BoundaryError
 from api.common.errors import ServiceUnavailable
 from api.common.workload_identity import names_in_cert
@@ -175,17 +175,7 @@ class CoordinatorRuntime:
         """boto3 S3 client of the bucket (job results under temporary/v1/)."""
         with self._lock:
             if self._s3 is None:
-                s = self.settings
-                self._s3 = aws_client(
-                    "s3",
-                    s.s3_endpoint_url,
-                    s.aws_region,
-                    s.aws_access_key_id,
-                    s.aws_secret_access_key,
-                    read_timeout=60,
-                    max_attempts=5,
-                    max_pool_connections=32,
-                )
+                self._s3 = object_store_client(self.settings)
             return self._s3
 
     @property

@@ -108,24 +108,28 @@ value_states = st.one_of(
 error_ids = st.builds(ErrorCaptureId, thread_refs, u64)
 thread_names = st.text(max_size=40).filter(lambda s: len(s.encode()) <= 256)
 
+span_starts = st.builds(
+    SpanStart,
+    call_refs,
+    st.none() | call_refs,
+    thread_refs,
+    context_refs,
+    u32,
+    st.none() | call_sites,
+    edge_kinds,
+    u64,
+    st.integers(0, 7),
+    st.integers(0, 7),
+    st.none() | st.builds(RuntimeIdAnnotation, u32, b16),
+)
+value_occurrences = st.builds(
+    ValueOccurrence, call_refs, context_refs, st.sampled_from(ValueRole), value_states
+)
 facts = st.one_of(
-    st.builds(
-        SpanStart,
-        call_refs,
-        st.none() | call_refs,
-        thread_refs,
-        context_refs,
-        u32,
-        st.none() | call_sites,
-        edge_kinds,
-        u64,
-        st.integers(0, 7),
-        st.integers(0, 7),
-        st.none() | st.builds(RuntimeIdAnnotation, u32, b16),
-    ),
+    span_starts,
     st.builds(SpanEnd, call_refs, u64, st.sampled_from(FunctionEndStatus), u64),
     st.builds(SpanRuntimeId, call_refs, u32, b16),
-    st.builds(ValueOccurrence, call_refs, context_refs, st.sampled_from(ValueRole), value_states),
+    value_occurrences,
     st.builds(
         ErrorCapture,
         error_ids,

@@ -8,17 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prof_strategies import (
-    b16,
-    call_refs,
-    call_sites,
-    context_refs,
-    edge_kinds,
-    thread_refs,
-    u32,
-    u64,
-    value_states,
-)
+from prof_strategies import span_starts, value_occurrences
 
 from formats import evidence as ev
 from formats.errors import FormatError
@@ -45,23 +35,6 @@ def _outcome(payload: bytes, count: int) -> tuple[str, Any]:
         return "error", (type(exc).__name__, exc.reason)
 
 
-span_starts = st.builds(
-    ev.SpanStart,
-    call_refs,
-    st.none() | call_refs,
-    thread_refs,
-    context_refs,
-    u32,
-    st.none() | call_sites,
-    edge_kinds,
-    u64,
-    st.integers(0, 7),
-    st.integers(0, 7),
-    st.none() | st.builds(ev.RuntimeIdAnnotation, u32, b16),
-)
-value_occurrences = st.builds(
-    ev.ValueOccurrence, call_refs, context_refs, st.sampled_from(ev.ValueRole), value_states
-)
 common = st.lists(span_starts | value_occurrences, min_size=1, max_size=4)
 
 
