@@ -52,6 +52,7 @@ from activities.projection.model import (
 )
 from activities.projection.walk import (
     MAX_WALK,
+    LruCache,
     MetaIndex,
     find_root_context,
     index_meta_segment,
@@ -89,6 +90,7 @@ def _scope_of(ref: c.ScopeRef) -> Scope:
 
 # One stream's walked meta segments, indexed once per activity run (its executions share the walk).
 _MetaIndexes = dict[int, MetaIndex | MetaProblem]
+_META_INDEX_CACHE = 50_000  # meta segments: 25 streams walked back the full 2,000
 
 
 def _available_cids(group_facts: list[Any]) -> Iterator[bytes]:
@@ -129,6 +131,9 @@ class ProjectionActivities:
         # queue behind them.
         self._lance_pool = ThreadPoolExecutor(max_workers=2 * len(DATASETS), thread_name_prefix="lance")
         self._merges = MergeCoalescer(lance)
+        # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
+        self._meta_indexes: LruCache[str, MetaIndex] = LruCache(_META_INDEX_CACHE)
+        self._stream_starts: LruCache[str, ms.StreamStarted] = LruCache(_META_INDEX_CACHE)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -224,16 +229,34 @@ class ProjectionActivities:
         for seq in plan_meta_walk(start, self.settings.max_walk or MAX_WALK):
             hit = indexes.get(seq)
             if hit is None:
-                seg = reader.meta(scope, euid, seq)
-                hit = index_meta_segment(seg) if isinstance(seg, ms.MetaSegment) else seg
-                indexes[seq] = hit
+                hit = indexes[seq] = self._meta_index(reader, scope, euid, seq)
             yield hit
 
+    def _meta_index(
+        self, reader: EvidenceReader, scope: Scope, euid: str, seq: int
+    ) -> MetaIndex | MetaProblem:
+        # Only decoded segments are kept: a missing or corrupt one may be uploaded or repaired later.
+        key = object_keys.meta_segment_key(scope, euid, seq)
+        cached = self._meta_indexes.get(key)
+        if cached is not None:
+            return cached
+        seg = reader.meta(scope, euid, seq)
+        if not isinstance(seg, ms.MetaSegment):
+            return seg
+        index = index_meta_segment(seg)
+        self._meta_indexes.put(key, index)
+        return index
+
     def _stream_started(self, reader: EvidenceReader, scope: Scope, euid: str) -> ms.StreamStarted | None:
+        key = object_keys.meta_segment_key(scope, euid, 1)
+        cached = self._stream_starts.get(key)
+        if cached is not None:
+            return cached
         first = reader.meta(scope, euid, 1)
         if isinstance(first, ms.MetaSegment) and first.records:
             record = first.records[0]
             if isinstance(record, ms.StreamStarted):
+                self._stream_starts.put(key, record)
                 return record
         return None
 

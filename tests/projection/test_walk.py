@@ -13,6 +13,7 @@ from activities.projection.walk import (
     REASON_BOUND,
     REASON_GAP,
     REASON_STREAM_START,
+    LruCache,
     find_root_context,
     plan_meta_walk,
 )
@@ -84,3 +85,13 @@ def test_stream_start_reached_without_records() -> None:
 def test_lost_root_started_needs_only_the_engine() -> None:
     ctx = find_root_context([seg(3), seg(2, ENGINE), seg(1, STREAM)], ROOT, need_root_started=False)
     assert ctx.complete and ctx.engine_started == ENGINE and ctx.sequences_read == (3, 2)
+
+
+def test_lru_cache_forgets_the_least_recently_used_first() -> None:
+    cache: LruCache[str, int] = LruCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1  # "a" is now the most recent
+    cache.put("c", 3)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+    assert len(cache) == 2

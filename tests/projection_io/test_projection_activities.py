@@ -195,3 +195,33 @@ def test_meta_segment_records_are_what_the_corpus_wrote(world, tmp_path: Path) -
         seg = ms.decode_meta_segment(decompress_object(corpus.up.bodies[key]))
         ended |= {r.root.execution_id for r in seg.records if isinstance(r, ms.RootEnded)}
     assert ended == corpus.ended_ids
+
+
+def test_walk_back_reads_each_earlier_meta_object_once(world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Many small meta objects in one stream: every execution's walk goes back to its engine's start.
+    corpus = make_corpus(tmp_path, world.scope, executions=60, processes=1, rate_per_second=20)
+    put_all(world, corpus)
+    ingest_all(world, corpus.up.pack_keys)
+    metas = sorted(corpus.up.meta_keys)
+    assert len(metas) >= 6
+    gets: Counter[str] = Counter()
+    real = world.acts.s3
+
+    class Counting:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(real, name)
+
+        def get_object(self, **kwargs):  # type: ignore[no-untyped-def]
+            gets[kwargs["Key"]] += 1
+            return real.get_object(**kwargs)
+
+    world.acts.s3 = Counting()
+    try:
+        outcomes = project_all(world, metas)
+    finally:
+        world.acts.s3 = real
+    assert outcomes == Counter({c.PROJECTED: len(corpus.ended_ids)})
+    # Each meta object is read as the notified object and at most once more by a walk; without the
+    # worker's index cache, walks re-read every earlier object: about n * n / 2 reads.
+    meta_reads = sum(n for key, n in gets.items() if key in set(metas))
+    assert meta_reads <= 2 * len(metas), (meta_reads, len(metas))
