@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from activities.projection.batches import private_schema
+from api.common.aws import ObjectStoreAccess
 from formats import catalog
 from formats.object_keys import Scope, lance_dataset_key, lance_dataset_uri
 
@@ -193,6 +194,17 @@ class LanceStore:
             if endpoint_url.startswith("http://"):
                 options["allow_http"] = "true"
         return cls(bucket=bucket, storage_options=options)
+
+    @classmethod
+    def in_bucket(cls, bucket: str, access: ObjectStoreAccess) -> LanceStore:
+        """Datasets in ``bucket`` of the object store that settings (or a stack deployment) name."""
+        return cls.for_s3(
+            bucket,
+            endpoint_url=access.s3_endpoint_url or None,
+            region=access.aws_region,
+            access_key_id=access.aws_access_key_id,
+            secret_access_key=access.aws_secret_access_key,
+        )
 
     def uri(self, scope: Scope, dataset: str) -> str:
         if dataset not in DATASETS:

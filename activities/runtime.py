@@ -108,13 +108,7 @@ def build_projection_activities(
         log.warning("client certificate %s missing: projection activities not registered", tls.client_cert)
         return None
     client = BoundaryClient(ws.boundary_workload_url, tls, identity.deployment_id, identity.cell)
-    lance = LanceStore.for_s3(
-        ws.bucket,
-        endpoint_url=ws.s3_endpoint_url,
-        region=ws.aws_region,
-        access_key_id=ws.aws_access_key_id,
-        secret_access_key=ws.aws_secret_access_key,
-    )
+    lance = LanceStore.in_bucket(ws.bucket, ws)
     acts = ProjectionActivities(
         s3=object_store_client(ws),
         bucket=ws.bucket,

@@ -44,13 +44,7 @@ def percentile(values: list[float], q: float) -> float:
 def ledger_detail(world: World) -> dict[str, tuple[str, float]]:
     """root_id -> (meta key, ledger commit time): which object projected it, and when."""
     dep = world.deployment
-    lance = LanceStore.for_s3(
-        dep.bucket,
-        endpoint_url=dep.s3_endpoint_url,
-        region=dep.aws_region,
-        access_key_id=dep.aws_access_key_id,
-        secret_access_key=dep.aws_secret_access_key,
-    )
+    lance = LanceStore.in_bucket(dep.bucket, dep)
     t = lance.read(
         world.scope,
         LEDGER,

@@ -178,13 +178,7 @@ def meta_summaries(s3: Any, bucket: str, scope: c.ScopeRef, quarantined: set[str
 def ledger_rows(dep: Deployment, scope: c.ScopeRef, generation: int) -> dict[str, LedgerRow]:
     from activities.lance_store import LEDGER, LanceStore
 
-    lance = LanceStore.for_s3(
-        dep.bucket,
-        endpoint_url=dep.s3_endpoint_url,
-        region=dep.aws_region,
-        access_key_id=dep.aws_access_key_id,
-        secret_access_key=dep.aws_secret_access_key,
-    )
+    lance = LanceStore.in_bucket(dep.bucket, dep)
     table = lance.read(
         _scope(scope),
         LEDGER,

@@ -44,12 +44,16 @@ def aws_client(
 
 
 class ObjectStoreAccess(Protocol):
-    """Settings (or a stack deployment) that name an object store and its credentials."""
+    """Settings (or a stack deployment) that name an object store and its credentials (read-only)."""
 
-    s3_endpoint_url: str | None
-    aws_region: str
-    aws_access_key_id: str
-    aws_secret_access_key: str
+    @property
+    def s3_endpoint_url(self) -> str | None: ...
+    @property
+    def aws_region(self) -> str: ...
+    @property
+    def aws_access_key_id(self) -> str: ...
+    @property
+    def aws_secret_access_key(self) -> str: ...
 
 
 def object_store_client(access: ObjectStoreAccess, service: str = "s3") -> Any:

@@ -83,13 +83,7 @@ def build_boundary_client(settings: CoordinatorSettings) -> BoundaryClient:
 def build_lance_store(settings: CoordinatorSettings) -> LanceStore:
     if settings.lance_root is not None:
         return LanceStore(root=settings.lance_root)
-    return LanceStore.for_s3(
-        settings.bucket,
-        endpoint_url=settings.s3_endpoint_url or None,
-        region=settings.aws_region,
-        access_key_id=settings.aws_access_key_id,
-        secret_access_key=settings.aws_secret_access_key,
-    )
+    return LanceStore.in_bucket(settings.bucket, settings)
 
 
 class BoundaryPublicSource:

@@ -37,14 +37,7 @@ def _in(ids: set[str]) -> str:
 
 
 def lance_store(world: World) -> LanceStore:
-    s = world.state
-    return LanceStore.for_s3(
-        s.bucket,
-        endpoint_url=s.s3_endpoint_url,
-        region=s.aws_region,
-        access_key_id=s.aws_access_key_id,
-        secret_access_key=s.aws_secret_access_key,
-    )
+    return LanceStore.in_bucket(world.state.bucket, world.state)
 
 
 @dataclass(frozen=True)
