@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,10 +54,7 @@ from temporalio.worker import Worker  # noqa: E402
 from activities import contracts as c  # noqa: E402
 from activities import erasure_contracts as e  # noqa: E402
 from activities.erasure import ErasureActivities  # noqa: E402
-from activities.fact_sink import BoundaryFactSink  # noqa: E402
 from activities.lance_store import LEDGER, LanceStore  # noqa: E402
-from activities.projection_activities import ProjectionActivities  # noqa: E402
-from activities.settings import ProjectionSettings  # noqa: E402
 from api.common.boundary_client import BoundaryClient  # noqa: E402
 from formats import object_keys  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
@@ -90,23 +86,6 @@ class Stream:
     @property
     def ended(self) -> int:
         return sum(1 for x in self.truth.executions if x.status != "abandoned")
-
-
-def start_moto(port: int) -> subprocess.Popen[bytes]:
-    # Its own process, as S3 is in production: moto's request handling does not share our GIL.
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return proc
-        if time.monotonic() > deadline:
-            proc.terminate()
-            raise RuntimeError("moto_server did not start")
-        time.sleep(0.1)
 
 
 def make_stream(tmp: Path, scope: Scope, name: str, seed: int, executions: int, day: int) -> Stream:
@@ -254,7 +233,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
-    moto_proc = start_moto(port := fx.free_port())
+    moto_proc = fx.start_moto_process(port := fx.free_port())
     factory = fx.pytest.TempPathFactory(
         tmp, retention_count=1, retention_policy="none", trace=lambda *a: None, _ispytest=True
     )  # type: ignore[call-arg]
@@ -304,14 +283,7 @@ def run(
 
     lance = fx.make_lance(moto, lance_bucket)
     client = boundary.client()
-    acts = ProjectionActivities(
-        s3=s3,
-        bucket=bucket,
-        lance=lance,
-        sink=BoundaryFactSink(client),
-        settings=ProjectionSettings(),
-        tenant_id=scope.tenant_id,
-    )
+    acts = fx.make_activities(s3, bucket, lance, client, scope.tenant_id)
     erasure = ErasureActivities(s3=s3, bucket=bucket, boundary=client, lance=lance)
     try:
         t0 = time.perf_counter()

@@ -21,7 +21,6 @@ import contextlib
 import cProfile
 import os
 import pstats
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,6 @@ from bucket_corpus import build_objects, upload  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
 from activities import contracts as c  # noqa: E402
-from activities.fact_sink import BoundaryFactSink  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.runtime import tune_gc  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
@@ -131,18 +129,7 @@ def main() -> None:
         moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         moto.start()
     else:
-        moto_proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("moto_server did not start")
-            time.sleep(0.1)
+        moto_proc = fx.start_moto_process(port)
     factory = fx.pytest.TempPathFactory(
         tmp, retention_count=1, retention_policy="none", trace=lambda *a: None, _ispytest=True
     )  # type: ignore[call-arg]
@@ -164,14 +151,7 @@ def main() -> None:
         lance = fx.make_lance(m, bucket)
         totals: dict[str, float] = defaultdict(float)
         client = boundary.client()
-        acts = ProjectionActivities(
-            s3=s3,
-            bucket=bucket,
-            lance=lance,
-            sink=BoundaryFactSink(client),
-            settings=ProjectionSettings(),
-            tenant_id=boundary.scope.tenant_id,
-        )
+        acts = fx.make_activities(s3, bucket, lance, client, boundary.scope.tenant_id)
         t = Timed(totals)
         t.wrap(acts, "_send_batches", "boundary PUT batches")
         t.wrap(acts, "_commit_lance", "lance commit")

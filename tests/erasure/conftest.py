@@ -23,9 +23,6 @@ sys.modules["projection_io_fixtures"] = pio
 _spec.loader.exec_module(pio)
 
 from activities.erasure import ErasureActivities  # noqa: E402
-from activities.fact_sink import BoundaryFactSink  # noqa: E402
-from activities.projection_activities import ProjectionActivities  # noqa: E402
-from activities.settings import ProjectionSettings  # noqa: E402
 
 moto = pio.moto
 boundary = pio.boundary
@@ -50,14 +47,7 @@ def eworld(moto: Any, boundary: Any) -> Iterator[ErasureWorld]:
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     lance = pio.make_lance(moto, bucket)
     client = boundary.client()
-    acts = ProjectionActivities(
-        s3=s3,
-        bucket=bucket,
-        lance=lance,
-        sink=BoundaryFactSink(client),
-        settings=ProjectionSettings(),
-        tenant_id=boundary.scope.tenant_id,
-    )
+    acts = pio.make_activities(s3, bucket, lance, client, boundary.scope.tenant_id)
     erasure = ErasureActivities(s3=s3, bucket=bucket, boundary=client, lance=lance)
     try:
         yield ErasureWorld(pio.World(moto, boundary, bucket, s3, lance, client, acts), erasure)

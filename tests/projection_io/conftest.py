@@ -214,6 +214,40 @@ def make_lance(moto: Moto, bucket: str) -> LanceStore:
     )
 
 
+def make_activities(
+    s3: Any, bucket: str, lance: LanceStore, client: BoundaryClient, tenant_id: str
+) -> ProjectionActivities:
+    """The projection activities as the worker builds them, over these clients (tests, benchmarks)."""
+    return ProjectionActivities(
+        s3=s3,
+        bucket=bucket,
+        lance=lance,
+        sink=BoundaryFactSink(client),
+        settings=ProjectionSettings(),
+        tenant_id=tenant_id,
+    )
+
+
+def start_moto_process(port: int) -> subprocess.Popen[bytes]:
+    """moto_server in a process of its own, as S3 is in production: its request handling does not
+    share the caller's GIL (the benchmarks measure the caller's CPU)."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.5):
+                return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.terminate()
+                raise RuntimeError("moto_server did not start") from None
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def world(moto: Moto, boundary: BoundaryProc) -> Iterator[World]:
     bucket = f"ev-{uuid.uuid4().hex[:12]}"
@@ -221,14 +255,7 @@ def world(moto: Moto, boundary: BoundaryProc) -> Iterator[World]:
     s3.create_bucket(Bucket=bucket)
     lance = make_lance(moto, bucket)
     client = boundary.client()
-    acts = ProjectionActivities(
-        s3=s3,
-        bucket=bucket,
-        lance=lance,
-        sink=BoundaryFactSink(client),
-        settings=ProjectionSettings(),
-        tenant_id=boundary.scope.tenant_id,
-    )
+    acts = make_activities(s3, bucket, lance, client, boundary.scope.tenant_id)
     try:
         yield World(moto, boundary, bucket, s3, lance, client, acts)
     finally:
