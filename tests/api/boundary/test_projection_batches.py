@@ -38,13 +38,7 @@ def test_put_projection_batch_visible_then_idempotent(fact_world: World) -> None
     got = read_arrow(fa.query("SELECT call_id, function_name FROM calls_v1 ORDER BY call_id"))
     assert got.column("call_id").to_pylist() == ["c0", "c1", "c2"]
     # Physically the rows were inserted once (the replay did not insert), and FINAL collapses anyway.
-    store = fact_world.runtime.facts
-    assert store is not None
-    raw = store.client.query(
-        f"SELECT count() FROM {store.database}.calls_v1 WHERE tenant_id = {{t:String}}",
-        parameters={"t": fa.t.tenant_id},
-    ).result_rows[0][0]
-    assert raw == 3
+    assert _physical_calls_rows(fact_world, fa.t.tenant_id) == 3
 
 
 def test_put_projection_batch_other_digest_conflicts(fact_world: World) -> None:
@@ -185,6 +179,18 @@ def _post_set(fa: Facts, items: list[dict]) -> Any:  # type: ignore[type-arg]
     return fa.client.post("/projection-batch-sets", json={"batches": items}, headers=fa.h)
 
 
+def _physical_calls_rows(world: World, tenant_id: str) -> int:
+    """calls_v1 rows as stored, before FINAL collapses replays: what an ingest really inserted."""
+    store = world.runtime.facts
+    assert store is not None
+    return int(
+        store.client.query(
+            f"SELECT count() FROM {store.database}.calls_v1 WHERE tenant_id = {{t:String}}",
+            parameters={"t": tenant_id},
+        ).result_rows[0][0]
+    )
+
+
 def _active_parts(world: World, table: str) -> int:
     store = world.runtime.facts
     assert store is not None
@@ -222,13 +228,7 @@ def test_batch_set_makes_each_batch_visible_with_one_insert_per_relation(fact_wo
     # The same set again: every batch answers its recorded state and nothing is inserted.
     again = _post_set(fa, items)
     assert again.status_code == 200 and again.json()["results"] == got["results"]
-    store = fact_world.runtime.facts
-    assert store is not None
-    raw = store.client.query(
-        f"SELECT count() FROM {store.database}.calls_v1 WHERE tenant_id = {{t:String}}",
-        parameters={"t": fa.t.tenant_id},
-    ).result_rows[0][0]
-    assert raw == 12
+    assert _physical_calls_rows(fact_world, fa.t.tenant_id) == 12
 
 
 def test_batch_set_answers_each_batch_like_the_put(fact_world: World) -> None:
