@@ -15,6 +15,7 @@ caller writes the marker with :meth:`quarantine_object` and dead-letters the mes
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -29,6 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import contracts as c
+from activities.engine_registry import EngineRegistry
 from activities.evidence_reader import EvidenceReader
 from activities.fact_sink import FactSink
 from activities.lance_store import (
@@ -59,7 +61,7 @@ from activities.projection.walk import (
     plan_meta_walk,
 )
 from activities.settings import ProjectionSettings
-from formats import cas, evidence, object_keys
+from formats import cas, evidence, object_keys, reader_rules
 from formats import meta_segment as ms
 from formats.data_segment import DataSegment
 from formats.errors import FormatError
@@ -134,6 +136,7 @@ class ProjectionActivities:
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
         self._meta_indexes: LruCache[str, MetaIndex] = LruCache(_META_INDEX_CACHE)
         self._stream_starts: LruCache[str, ms.StreamStarted] = LruCache(_META_INDEX_CACHE)
+        self.engines = EngineRegistry(s3, bucket)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -295,6 +298,7 @@ class ProjectionActivities:
             need_root_started=root_ended is None or not root_ended.root_started_lost,
             max_walk=self.settings.max_walk,
             stream_started=stream_started,
+            engine_lookup=lambda engine_id: self.engines.lookup(scope, euid, engine_id),
         )
         engine = ctx.engine_started
         table = None
@@ -307,6 +311,7 @@ class ProjectionActivities:
             root_ended=root_ended,
             data=self._data_reads(reader, scope, euid, root, data_seqs),
             function_table=table,
+            root_ended_seq=walk_from if root_ended is not None else None,
         )
 
     def _value_lookup(
@@ -426,7 +431,11 @@ class ProjectionActivities:
                 outcomes.append(c.ExecutionOutcome(root_id, c.QUARANTINED, reason=exc.reason))
                 continue
             if isinstance(result, PendingExecution):
-                outcomes.append(c.ExecutionOutcome(root_id, c.PENDING, missing_cids=result.missing_cids))
+                outcomes.append(
+                    c.ExecutionOutcome(
+                        root_id, c.PENDING, reason=result.reason, missing_cids=result.missing_cids
+                    )
+                )
                 continue
             projections.append(result)
             outcomes.append(self._outcome(result))
@@ -461,6 +470,9 @@ class ProjectionActivities:
             return c.ProjectMetaResult(inp.key, inp.generation)  # erased since the notification
         except FormatError as exc:
             raise quarantined(inp.key, exc.reason) from None
+        # Every meta object registers its engines, whether or not it ends an execution: a later
+        # RootEnded, thousands of objects on, finds its engine there (activities/engine_registry.py).
+        self.engines.register(scope, parsed.euid, segment)
         only = set(inp.only_roots)
         ended = [
             r
@@ -572,12 +584,16 @@ class ProjectionActivities:
     ) -> list[ExecutionInput]:
         started: dict[bytes, tuple[int, ms.RootStarted]] = {}
         ended: set[bytes] = set()
+        present: list[int] = []
+        decoded: list[int] = []
         for obj in metas:
             seq = object_keys.parse_evidence_key(obj.key).sequence
             assert seq is not None
+            present.append(seq)
             seg = reader.meta(scope, euid, seq)
             if not isinstance(seg, ms.MetaSegment):
                 continue
+            decoded.append(seq)
             for record in seg.records:
                 if isinstance(record, ms.RootStarted):
                     started[record.root.to_bytes()] = (seq, record)
@@ -599,6 +615,9 @@ class ProjectionActivities:
             if s is not None
         )
         stream_started = self._stream_started(reader, scope, euid)
+        # The stream is silent (not alive): every unreadable sequence up to the newest is a gap, and
+        # a gap after an execution's RootStarted makes it index_corrupt (the reader's rules).
+        gaps = tuple(reader_rules.index_gaps(max(present), decoded, present, alive=False))
         indexes: _MetaIndexes = {}
         out = []
         for seq, rs in open_roots:
@@ -608,7 +627,7 @@ class ProjectionActivities:
                 ExecutionInput(
                     inp.process_euid,
                     inp.stream_started,
-                    inp.context,
+                    dataclasses.replace(inp.context, gaps=gaps),
                     None,
                     tuple(r for r in inp.data if r.group is not None),
                     inp.function_table,
@@ -669,6 +688,9 @@ class ProjectionActivities:
                 except (LookupError, FormatError):
                     missing_meta.append(key)  # re-delivery quarantines it properly
                     continue
+                # Replay and rebuild rebuild the engine registry as they scan: a page's engines are
+                # registered before any of its meta objects is enqueued.
+                self.engines.register(parsed.scope, parsed.euid or "", seg)
                 roots = {r.root.execution_id for r in seg.records if isinstance(r, ms.RootEnded)}
                 if roots - done:
                     missing_meta.append(key)

@@ -9,6 +9,7 @@ Layout (DESIGN.md section 5; ``<scope>`` = ``<tenant_id>/<project_id>/<environme
     evidence/v1/<scope>/cas/tables/<hex2>/<hex64>.bamltable.zst
     quarantine/<original key>.quarantine
     derived/v1/<scope>/<dataset>.lance
+    derived/v1/<scope>/engines/<euid>/<engine_id20>.json
     temporary/v1/<scope>/jobs/<job_id>/result.ndjson
 
 Every component is validated, so no key can contain ``..``, an empty segment, a
@@ -193,6 +194,18 @@ def lance_dataset_uri(bucket: str, scope: Scope, dataset: str) -> str:
     ):
         raise InvalidKeyError("bucket must be a valid S3 bucket name")
     return f"s3://{bucket}/{lance_dataset_key(scope, dataset)}"
+
+
+def engine_registry_prefix(scope: Scope, euid: str) -> str:
+    """Where the engine registry keeps one stream's engines (derived: rebuilt from the meta objects)."""
+    return f"{DERIVED_ROOT}/{scope.path}/engines/{_euid(euid)}/"
+
+
+def engine_registry_key(scope: Scope, euid: str, engine_id: int) -> str:
+    """One engine's registry entry, ``derived/v1/<scope>/engines/<euid>/<engine_id 20 digits>.json``."""
+    if isinstance(engine_id, bool) or not isinstance(engine_id, int) or not 0 <= engine_id <= MAX_SEQUENCE:
+        raise InvalidKeyError("engine_id must be an integer in [0, 2**64 - 1]")
+    return f"{engine_registry_prefix(scope, euid)}{engine_id:020d}.json"
 
 
 def job_result_key(scope: Scope, job_id: str) -> str:

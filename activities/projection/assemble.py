@@ -24,6 +24,7 @@ from activities.projection.call_paths import (
     overflow_path_id,
 )
 from activities.projection.model import (
+    ENGINE_NOT_REGISTERED,
     AssembleResult,
     DataRead,
     ExecutionInput,
@@ -33,12 +34,12 @@ from activities.projection.model import (
     Row,
     ValueLookup,
 )
-from formats import catalog, evidence
+from formats import catalog, evidence, reader_rules
 from formats.cas import value_cid
 from formats.cct import CctPayload
 from formats.errors import FormatError, IdentityMismatchError
 from formats.function_table import FunctionEntry, FunctionTable
-from formats.ids import CallRef, ThreadRef, encode_boundary_id
+from formats.ids import CallRef, EdgeKind, ThreadRef, encode_boundary_id
 from formats.meta_segment import ExecutionEndStatus
 
 ROLES = ("args", "output", "error")
@@ -64,6 +65,12 @@ EXECUTION_STATUS = {s: s.name.lower() for s in ExecutionEndStatus}
 LOST_NOT_RECORDED = "not_recorded"  # the role was selected, but no occurrence reached the segments
 LOST_CAPTURE_MISSING = "capture_missing"  # a terminal error link names a capture that is not there
 LOST_NOT_INGESTED = "not_ingested"  # sweep only: the body never reached the bucket
+LOST_SPAN_START = "span_start_lost"  # the span's SpanStart sat in a missing or corrupt data segment
+
+# A span whose SpanStart was lost keeps its row (the upstream reader keeps span evidence by call
+# ref whatever survives); its function is not known.
+UNKNOWN_FUNCTION_ID = -1
+UNKNOWN_FUNCTION = "<unknown>"
 
 
 @dataclass
@@ -72,6 +79,23 @@ class _Span:
     end: evidence.SpanEnd | None = None
     values: dict[str, evidence.ValueState] = field(default_factory=dict)
     link: evidence.TerminalErrorTarget | None = None
+    start_lost: bool = False  # ``start`` is a placeholder (see _placeholder_start)
+
+
+def _placeholder_start(ref: CallRef, started_ns: int) -> evidence.SpanStart:
+    """Stands in for a lost SpanStart: unknown function, no parent, no call path, no roles."""
+    return evidence.SpanStart(
+        call_ref=ref,
+        parent_call_ref=None,
+        thread_ref=ref.thread,
+        context_ref=evidence.OverflowContext(evidence.OverflowReasonTag(0), EdgeKind.CALL),
+        function_id=UNKNOWN_FUNCTION_ID,
+        call_site=None,
+        edge_kind=EdgeKind.CALL,
+        started_ns=started_ns,
+        selection_reasons=0,
+        roles=0,
+    )
 
 
 @dataclass
@@ -94,7 +118,10 @@ def _key(ref: CallRef) -> tuple[int, int]:
     return (ref.thread_id, ref.call_id)
 
 
-def _collect(reads: list[DataRead]) -> _Facts:
+def _collect(reads: list[DataRead], fallback_start_ns: int) -> _Facts:
+    """Merge the readable groups; a span exists when any fact about it survived (upstream's
+    ``SpanEvidence``): one whose SpanStart was lost gets a placeholder start at its end (or at
+    ``fallback_start_ns``, the execution's start, when its end was lost too)."""
     facts = _Facts()
     occurrences: list[evidence.ValueOccurrence] = []
     links: list[evidence.TerminalErrorRef] = []
@@ -126,18 +153,23 @@ def _collect(reads: list[DataRead]) -> _Facts:
                 facts.thread_starts.setdefault(fact.thread_ref.thread_id, fact)
             elif isinstance(fact, evidence.ThreadEnd):
                 facts.thread_ends.setdefault(fact.thread_ref.thread_id, fact)
+
     # Ends and values may sit in a later segment than their start: attach after the scan.
+    def span_of(ref: CallRef, at_ns: int) -> _Span:
+        span = facts.spans.get(_key(ref))
+        if span is None:
+            span = facts.spans[_key(ref)] = _Span(_placeholder_start(ref, at_ns), start_lost=True)
+        return span
+
     for end in ends:
-        span = facts.spans.get(_key(end.call_ref))
-        if span is not None and span.end is None:
+        span = span_of(end.call_ref, end.ended_ns)
+        if span.end is None:
             span.end = end
     for occ in occurrences:
-        span = facts.spans.get(_key(occ.call_ref))
-        if span is not None:
-            span.values.setdefault(_OCCURRENCE_ROLE[occ.role], occ.state)
+        span_of(occ.call_ref, fallback_start_ns).values.setdefault(_OCCURRENCE_ROLE[occ.role], occ.state)
     for link in links:
-        span = facts.spans.get(_key(link.call_ref))
-        if span is not None and span.link is None:
+        span = span_of(link.call_ref, fallback_start_ns)
+        if span.link is None:
             span.link = link.target
     return facts
 
@@ -167,6 +199,8 @@ def _role_state(span: _Span, role: str, captures: _Captures, links_complete: boo
             return _from_state(capture.value)
     elif role in span.values:
         return _from_state(span.values[role])
+    if span.start_lost:
+        return _RoleState(_lost(LOST_SPAN_START))  # whether the role was captured is not known
     if not span.start.roles & _ROLE_BIT[role]:
         return _RoleState(catalog.NOT_CAPTURED)
     status = span.end.status if span.end is not None else None
@@ -192,6 +226,8 @@ class _Names:
         self.by_id: dict[int, FunctionEntry] = {f.function_id: f for f in table.functions} if table else {}
 
     def name(self, function_id: int) -> str:
+        if function_id == UNKNOWN_FUNCTION_ID:
+            return UNKNOWN_FUNCTION
         entry = self.by_id.get(function_id)
         return entry.fqn if entry is not None else f"function#{function_id}"
 
@@ -219,19 +255,31 @@ def _reads_in_range(inp: ExecutionInput) -> tuple[list[DataRead], bool]:
 
 
 def _index_state(inp: ExecutionInput, range_intact: bool, undecodable: bool) -> str:
-    if inp.root_ended is None:
-        return "no_root_ended"
-    if not range_intact or undecodable or not inp.context.complete or inp.stream_started is None:
-        return "index_corrupt"
-    if inp.root_ended.root_started_lost:
-        return "root_started_lost"
-    return "complete"
+    """The reader's rules (formats/reader_rules.py) over what the walk met, plus the data rule.
+
+    One departure from the upstream reader: without StreamStarted (meta sequence 1 unreadable)
+    no timestamp of the stream can be placed, so a finished execution is ``index_corrupt``.
+    """
+    end = inp.root_ended
+    return reader_rules.index_state(
+        started_seq=inp.context.root_started_seq,
+        ended_seq=inp.root_ended_seq if end is not None else None,
+        root_started_lost=end is not None and end.root_started_lost,
+        gaps=inp.context.gaps,
+        data_intact=range_intact and not undecodable and inp.stream_started is not None,
+    )
 
 
 def assemble_execution(inp: ExecutionInput, value_lookup: ValueLookup) -> AssembleResult:
-    """Project a finished execution, or report it pending with the CIDs still missing."""
+    """Project a finished execution, or report it pending: a value not yet ingested, or an engine
+    not yet registered (an earlier meta object still on its way through projection)."""
     if inp.root_ended is None:
         raise ValueError("assemble_execution needs a RootEnded; use abandoned_execution for the sweep")
+    if inp.root_ended_seq is None:
+        raise ValueError("assemble_execution needs the RootEnded's meta sequence")
+    if inp.context.engine_missing == ENGINE_NOT_REGISTERED:
+        root = inp.root_ended.root
+        return PendingExecution(root.execution_id, inp.process_euid.hex(), (), ENGINE_NOT_REGISTERED)
     return _project(inp, value_lookup, sweep=False)
 
 
@@ -267,7 +315,9 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
     execution_id = root.execution_id
     euid_hex = inp.process_euid.hex()
     reads, intact = _reads_in_range(inp)
-    facts = _collect(reads)
+    rs = inp.context.root_started
+    fallback_ns = rs.started_ns if rs is not None else (inp.root_ended.ended_ns if inp.root_ended else 0)
+    facts = _collect(reads, fallback_ns)
     index_state = _index_state(inp, intact, facts.undecodable)
     names = _Names(inp.function_table)
     zero = inp.stream_started.zero_unix_ns if inp.stream_started is not None else 0
@@ -319,7 +369,7 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
         started = zero + span.start.started_ns
         ended = zero + span.end.ended_ns if span.end is not None else None
         ctx = span.start.context_ref
-        path_key = ctx.key if isinstance(ctx, evidence.NormalContext) else None
+        path_key = ctx.key if isinstance(ctx, evidence.NormalContext) else None  # None when start lost
         if path_key is not None and span.end is not None:
             span_durations.setdefault(path_key, []).append(span.end.ended_ns - span.start.started_ns)
         per = states[k]
@@ -340,7 +390,7 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
                 "is_llm": bool(span.start.selection_reasons & evidence.SELECTED_LLM),
                 "started_at_ns": started,
                 "ended_at_ns": ended,
-                "duration_ns": ended - started if ended is not None else None,
+                "duration_ns": ended - started if ended is not None and not span.start_lost else None,
                 "status": CALL_STATUS[span.end.status] if span.end is not None else "abandoned",
                 **{f"{role}_state": per[role].state for role in ROLES},
                 **{f"{role}_cid": _cid_text(per[role]) for role in ROLES},
@@ -394,7 +444,9 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
     private["cid_refs_v1"] = private_rows.cid_ref_rows(
         execution_id, euid_hex, [*resolved, *([table_cid] if table_cid is not None else [])]
     )
-    return ExecutionProjection(execution_id, euid_hex, status, index_state, value_state, public, private)
+    return ExecutionProjection(
+        execution_id, euid_hex, status, index_state, value_state, public, private, swept=end is None
+    )
 
 
 def _cid_text(st: _RoleState) -> str | None:
@@ -411,6 +463,8 @@ def _program_from_cct(merged: MergedCct) -> str:
 def _parent_name(
     span: _Span, by_key: dict[tuple[int, int], _Span], merged: MergedCct, names: _Names
 ) -> str | None:
+    if span.start_lost:
+        return None
     parent = span.start.parent_call_ref
     if parent is not None:
         found = by_key.get((parent.thread_id, parent.call_id))
@@ -447,7 +501,9 @@ def _threads(
     thread_ids = {root.thread_id, *facts.thread_starts, *by_thread}
     rows: list[Row] = []
     for tid in sorted(thread_ids):
-        own = sorted(by_thread.get(tid, []), key=lambda s: (s.start.started_ns, s.start.call_ref.call_id))
+        own = sorted(
+            by_thread.get(tid, []), key=lambda s: (s.start_lost, s.start.started_ns, s.start.call_ref.call_id)
+        )
         first = own[0] if own else None
         start_fact = facts.thread_starts.get(tid)
         end_fact = facts.thread_ends.get(tid)
@@ -517,7 +573,12 @@ def _errors(
 ) -> tuple[list[Row], list[Row]]:
     def is_root_call(ref: CallRef) -> bool:
         span = by_key.get((ref.thread_id, ref.call_id))
-        return ref.thread_id == root.thread_id and span is not None and span.start.parent_call_ref is None
+        return (
+            ref.thread_id == root.thread_id
+            and span is not None
+            and not span.start_lost
+            and span.start.parent_call_ref is None
+        )
 
     def when(ref: CallRef) -> int:
         span = by_key.get((ref.thread_id, ref.call_id))

@@ -13,6 +13,12 @@ engine's program: its key is the program id, so every execution of one engine se
 same batch and Boundary's digest check collapses them. The generation is not part of the
 id: it travels in the header, and a rebuild reuses the ids.
 
+The sweep's batches for an execution it closes as ``abandoned`` add ``"abandoned"`` to the id:
+if the stream was not dead after all and the RootEnded arrives, its projection sends the
+ordinary ids (no digest conflict with the sweep's) and its rows, which share the sweep's row
+ids, replace them (ReplacingMergeTree keeps the newest insert; Lance merges on row_id): the
+RootEnded wins.
+
 Private side: :func:`private_tables` gives the Lance rows as pyarrow Tables with
 deterministic keys (docs/projection.md, "Private layout").
 """
@@ -41,7 +47,9 @@ class PrivacyViolation(ValueError):
     """A batch bound for Boundary carries a column the catalog does not mark public."""
 
 
-def batch_id(root_key: str, relation: str, partition: int) -> str:
+def batch_id(root_key: str, relation: str, partition: int, *, abandoned: bool = False) -> str:
+    if abandoned:
+        return catalog.deterministic_row_id("projection_batch", root_key, relation, partition, "abandoned")
     return catalog.deterministic_row_id("projection_batch", root_key, relation, partition)
 
 
@@ -126,12 +134,18 @@ def _columns(rows: Sequence[Row], schema: pa.Schema) -> pa.Table:
 
 
 def _make_batch(
-    relation: str, root_key: str, partition: int, generation: int, version: int, table: pa.RecordBatch
+    relation: str,
+    root_key: str,
+    partition: int,
+    generation: int,
+    version: int,
+    table: pa.RecordBatch,
+    abandoned: bool = False,
 ) -> ProjectionBatch:
     _check_schema(relation, version, table.schema)
     ipc = ipc_stream_bytes(table)
     header = BatchHeader(
-        batch_id=batch_id(root_key, relation, partition),
+        batch_id=batch_id(root_key, relation, partition, abandoned=abandoned),
         generation=generation,
         catalog_version=version,
         relation=relation,
@@ -201,7 +215,11 @@ def build_batches(
                 )
                 continue
             batch = _rows_batch(chunk, schema, stamp)
-            out.append(_make_batch(rel.name, root_key, partition, generation, catalog_version, batch))
+            out.append(
+                _make_batch(
+                    rel.name, root_key, partition, generation, catalog_version, batch, projection.swept
+                )
+            )
     return out
 
 

@@ -46,20 +46,29 @@ class MetaProblem:
     reason: str = PROBLEM_MISSING
 
 
+# Why an execution's engine is not known (RootContext.engine_missing).
+ENGINE_NOT_REGISTERED = "engine_not_registered"  # may still be registered: the execution is pending
+ENGINE_ABSENT = "engine_absent"  # the whole stream was read without it: projected without a table
+
+
 @dataclass(frozen=True, slots=True)
 class RootContext:
-    """What the bounded meta walk-back found for one root.
+    """What the meta walk-back found for one root.
 
-    ``complete`` is False when the walk hit a gap or its bound before finding every record
-    it needed (``reason`` says which); the execution is then ``index_corrupt``.
+    ``root_started_seq`` is the meta sequence holding the RootStarted (None when not found);
+    ``gaps`` are the unreadable (missing or corrupt) meta sequences met while looking for it,
+    which with the RootEnded's own sequence decide ``index_state`` by the reader's rules
+    (:func:`formats.reader_rules.index_state`). ``engine_missing`` says why ``engine_started``
+    is None.
     """
 
     root_started: RootStarted | None
     engine_started: EngineStarted | None
     stream_started: StreamStarted | None
     sequences_read: tuple[int, ...]
-    complete: bool
-    reason: str | None = None
+    root_started_seq: int | None = None
+    gaps: tuple[int, ...] = ()
+    engine_missing: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,7 @@ class ExecutionInput:
     root_ended: RootEnded | None
     data: tuple[DataRead, ...]
     function_table: FunctionTable | None = None
+    root_ended_seq: int | None = None  # meta sequence of the RootEnded (None for the sweep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,7 @@ class PendingExecution:
     execution_id: str
     process_euid: str
     missing_cids: tuple[str, ...]  # 64 lowercase hex (the CID without bamlv_1_), sorted
+    reason: str = "values_not_ingested"  # or ENGINE_NOT_REGISTERED
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,7 @@ class ExecutionProjection:
     value_state: str
     public: Mapping[str, list[Row]] = field(default_factory=dict)
     private: Mapping[str, Sequence[Row]] = field(default_factory=dict)
+    swept: bool = False  # closed by the sweep without a RootEnded (its batches have their own ids)
 
     def rows(self, relation: str) -> list[Row]:
         if relation in self.public:

@@ -8,6 +8,7 @@ RootStarted; meta sequence 2 holds RootEnded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from activities.projection.model import DataRead, ExecutionInput, ResolvedValue
@@ -227,7 +228,11 @@ class Lookup:
 
 
 def execution_input(
-    case: Case | None = None, *, drop_data: set[int] | None = None, max_walk: int = 2000
+    case: Case | None = None,
+    *,
+    drop_data: set[int] | None = None,
+    max_walk: int = 2000,
+    engine_lookup: Callable[[int], EngineStarted | None] | None = None,
 ) -> ExecutionInput:
     case = case or Case()
     metas = {m.sequence: m for m in meta_segments(case)}
@@ -238,6 +243,7 @@ def execution_input(
         ROOT,
         need_root_started=not ended.root_started_lost,
         max_walk=max_walk,
+        engine_lookup=engine_lookup,
     )
     reads = []
     for seg in data_segments(case):
@@ -245,4 +251,4 @@ def execution_input(
             reads.append(DataRead(seg.sequence, None, "missing"))
         else:
             reads.append(DataRead(seg.sequence, seg.groups[0]))
-    return ExecutionInput(EUID, metas[1].records[0], ctx, ended, tuple(reads), TABLE)  # type: ignore[arg-type]
+    return ExecutionInput(EUID, metas[1].records[0], ctx, ended, tuple(reads), TABLE, 2)  # type: ignore[arg-type]

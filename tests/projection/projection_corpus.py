@@ -124,6 +124,7 @@ class Stream:
             root_ended=rec,
             data=self.data_reads(rec.root.to_bytes(), seqs),
             function_table=self.table(engine.function_table_cid if engine else None),
+            root_ended_seq=seq,
         )
 
     def abandoned_inputs(self) -> list[ExecutionInput]:

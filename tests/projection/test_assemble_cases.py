@@ -20,10 +20,12 @@ from projection_builders import (
     call,
     cid_of,
     execution_input,
+    meta_segments,
 )
 
 from activities.projection.assemble import abandoned_execution, assemble_execution
 from activities.projection.model import (
+    ENGINE_NOT_REGISTERED,
     DataRead,
     ExecutionProjection,
     PendingExecution,
@@ -33,6 +35,7 @@ from formats import evidence as ev
 from formats.data_segment import DataGroup
 from formats.errors import IdentityMismatchError
 from formats.ids import CallRef, EdgeKind, ThreadRef
+from formats.meta_segment import EngineStarted
 
 
 def project(case: Case | None = None, **kw: object) -> ExecutionProjection:
@@ -188,15 +191,34 @@ def test_undecodable_group_payload_is_index_corrupt() -> None:
 
 
 def test_walk_back_exhaustion_is_index_corrupt() -> None:
-    inp = execution_input(max_walk=1)  # RootStarted and EngineStarted sit one sequence further back
-    assert not inp.context.complete
+    # RootStarted and EngineStarted sit one sequence further back; the registry knows the engine.
+    engine = meta_segments(Case())[0].records[1]
+    assert isinstance(engine, EngineStarted)
+    inp = execution_input(max_walk=1, engine_lookup=lambda _: engine)
+    assert inp.context.root_started is None and inp.context.engine_started == engine
     p = assemble_execution(inp, Lookup())
     assert isinstance(p, ExecutionProjection) and p.index_state == "index_corrupt"
 
 
+def test_engine_not_registered_yet_is_pending_not_corrupt() -> None:
+    inp = execution_input(max_walk=1, engine_lookup=lambda _: None)
+    p = assemble_execution(inp, Lookup())
+    assert isinstance(p, PendingExecution) and p.reason == ENGINE_NOT_REGISTERED
+
+
+def test_gap_between_root_started_and_root_ended_is_index_corrupt() -> None:
+    inp = execution_input()
+    assert inp.context.root_started_seq == 1
+    ctx = dataclasses.replace(inp.context, gaps=(3,))
+    straddled = dataclasses.replace(inp, root_ended_seq=5, context=ctx)
+    p = assemble_execution(straddled, Lookup())
+    assert isinstance(p, ExecutionProjection) and p.index_state == "index_corrupt"
+    assert p.public["calls_v1"]  # partial facts are kept
+
+
 def test_lost_root_started_flag() -> None:
     inp = execution_input(Case(root_started_lost=True))
-    assert inp.context.complete and inp.context.root_started is None
+    assert inp.context.engine_missing is None and inp.context.root_started is None
     p = assemble_execution(inp, Lookup())
     assert isinstance(p, ExecutionProjection)
     assert p.index_state == "root_started_lost"
@@ -277,3 +299,19 @@ def test_sweep_marks_a_missing_error_value_lost_in_errors_too() -> None:
     (err,) = p.public["errors_v1"]
     assert (err["error_state"], err["error_cid"]) == ("lost:not_ingested", None)
     assert {r["error_state"] for r in p.public["calls_v1"]} == {"lost:not_ingested"}
+
+
+def test_spans_whose_start_was_lost_keep_their_rows() -> None:
+    # Segment 1 (both SpanStarts) is missing: the ends and outputs in segment 2 still make spans.
+    p = assemble_execution(execution_input(drop_data={1}), Lookup())
+    assert isinstance(p, ExecutionProjection) and p.index_state == "index_corrupt"
+    calls = {r["call_id"]: r for r in p.public["calls_v1"]}
+    assert set(calls) == {call(1).encode_string(), call(2).encode_string()}
+    root = calls[call(1).encode_string()]
+    assert root["function_name"] == "<unknown>" and root["parent_call_id"] is None
+    assert root["status"] == "succeeded" and root["ended_at_ns"] == ZERO + 9_000
+    assert root["started_at_ns"] == ZERO + 9_000 and root["duration_ns"] is None
+    assert root["output_state"] == "available"  # its output occurrence survived
+    assert root["args_state"] == "lost:span_start_lost"
+    (thread,) = p.public["threads_v1"]
+    assert thread["status"] == "succeeded" and thread["index_state"] == "index_corrupt"
