@@ -1,10 +1,11 @@
 """``baml-studio inspect PATH``: decode a profile directory, one stream, or one file.
 
 The decoding lives in :mod:`formats.inspect`; this module only prints. With ``--json``
-every line is one JSON object: an execution, or a bad file
-(``{"bad_file": path, "reason": ..., "offset": ..., "message": ...}``). Bad files are
-also reported on stderr; the exit code is 0 even then, because reporting them is the
-tool's job (``--strict`` makes it 1).
+every line is one JSON object: a bad file
+(``{"bad_file": path, "reason": ..., "offset": ..., "message": ...}``), a stream
+(``{"stream", "alive", "index_gaps", "orphan_roots", ...}``) or an execution (with its
+``data_issues``). Bad files are also reported on stderr; the exit code is 0 even then,
+because reporting them is the tool's job (``--strict`` makes it 1).
 """
 
 from __future__ import annotations
@@ -28,7 +29,17 @@ def _dump(obj: Any) -> str:
 
 def _summary(report: InspectReport, console: Console) -> None:
     table = Table(title=f"{len(report.executions)} executions")
-    for column in ("stream", "execution_id", "status", "index_state", "spans", "data seqs", "duration ms"):
+    columns = (
+        "stream",
+        "execution_id",
+        "status",
+        "index_state",
+        "spans",
+        "issues",
+        "data seqs",
+        "duration ms",
+    )
+    for column in columns:
         table.add_column(column)
     for execution in report.executions:
         started, ended = execution["started_unix_ns"], execution["ended_unix_ns"]
@@ -41,6 +52,7 @@ def _summary(report: InspectReport, console: Console) -> None:
             execution["status"],
             execution["index_state"],
             str(len(execution["spans"])),
+            str(len(execution.get("data_issues", []))),
             seqs,
             duration,
         )
@@ -49,6 +61,12 @@ def _summary(report: InspectReport, console: Console) -> None:
     for execution in report.executions:
         counts[execution["status"]] = counts.get(execution["status"], 0) + 1
     console.print("status counts: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    for stream in report.streams:
+        if stream["index_gaps"] or stream["orphan_roots"]:
+            console.print(
+                f"stream {stream['stream'][:8]}: index gaps {stream['index_gaps'] or '-'}, "
+                f"{len(stream['orphan_roots'])} orphan roots"
+            )
 
 
 def inspect_command(
@@ -71,13 +89,15 @@ def inspect_command(
             raise typer.Exit(1) from None
         print(json.dumps(decoded, ensure_ascii=False, sort_keys=True, indent=None if as_json else 2))
         return
-    report = inspect_path(path, values=values)
+    report = inspect_path(path, values=values, issues=True)
     for bad in report.bad_files:
         err.print(f"[red]bad file[/red] {bad['bad_file']}: {bad['reason']} at offset {bad['offset']}")
     if as_json:
         out = sys.stdout
         for bad in report.bad_files:
             out.write(_dump(bad) + "\n")
+        for stream in report.streams:
+            out.write(_dump(stream) + "\n")
         for execution in report.executions:
             out.write(_dump(execution) + "\n")
     else:
