@@ -159,6 +159,11 @@ def meta_summaries(s3: Any, bucket: str, scope: c.ScopeRef, quarantined: set[str
             continue
         summary = MetaSummary(key, obj["LastModified"].timestamp(), quarantined=key in quarantined)
         try:
+            parsed = object_keys.parse_evidence_key(key)
+            summary.stream, summary.sequence = parsed.euid, parsed.sequence
+        except object_keys.InvalidKeyError:
+            pass  # counted, never placed in a stream's sequence
+        try:
             segment = reader.meta_strict(key)
         except LookupError:
             continue  # erased meanwhile
@@ -171,6 +176,8 @@ def meta_summaries(s3: Any, bucket: str, scope: c.ScopeRef, quarantined: set[str
                 summary.started.add(record.root.execution_id)
             elif isinstance(record, ms.RootEnded):
                 summary.ended.add(record.root.execution_id)
+                if record.root_started_lost:
+                    summary.started_lost.add(record.root.execution_id)
         out.append(summary)
     return out
 
@@ -204,14 +211,30 @@ def _queue(sqs: Any, url: str | None) -> dict[str, int] | None:
     return queue_counts(sqs, url)
 
 
-def environment_status(dep: Deployment, environment_id: str, generation: int | None = None) -> dict[str, Any]:
-    """The status document of one environment (what ``status --json`` prints)."""
+def environment_status(
+    dep: Deployment,
+    environment_id: str,
+    generation: int | None = None,
+    *,
+    silence_limit_s: float | None = None,
+) -> dict[str, Any]:
+    """The status document of one environment (what ``status --json`` prints).
+
+    ``silence_limit_s`` (default: the sweep's, ``ProjectionSettings.silence_limit_s``) decides
+    whether a stream is still alive, so its open executions count as running, not abandoned.
+    """
+    from activities.settings import get_projection_settings
+
     s3 = dep.client("s3")
     scope = dep.scope(environment_id)
     gen = generation if generation is not None else dep.active_generation(environment_id)
     marked = quarantined_keys(s3, dep.bucket, scope)
+    limit = silence_limit_s if silence_limit_s is not None else get_projection_settings().silence_limit_s
     acc: Accounting = account(
-        meta_summaries(s3, dep.bucket, scope, set(marked)), ledger_rows(dep, scope, gen)
+        meta_summaries(s3, dep.bucket, scope, set(marked)),
+        ledger_rows(dep, scope, gen),
+        now=time.time(),
+        silence_limit_s=limit,
     )
     sqs = dep.client("sqs")
     oldest = acc.oldest_waiting
@@ -219,11 +242,15 @@ def environment_status(dep: Deployment, environment_id: str, generation: int | N
         "environment_id": environment_id,
         "generation": gen,
         "executions": acc.executions,
+        "index_states": acc.index_states,
         "objects": {
             "waiting": acc.waiting_objects,
             "quarantined": len(marked),
             "unreadable": acc.unreadable_objects,
+            "index_gaps": sum(len(g) for g in acc.index_gaps.values()),
         },
+        "index_gaps": acc.index_gaps,
+        "streams": {"alive": acc.alive_streams, "silent": acc.silent_streams},
         "queue": _queue(sqs, dep.queue_url),
         "dead_letter_queue": _queue(sqs, dep.dead_letter_queue_url),
         "oldest_unprojected": (
@@ -238,12 +265,16 @@ def status_command(
     environment: Environment = None,
     generation: Annotated[int | None, typer.Option(help="Generation; default: the active one.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per environment.")] = False,
+    silence_limit_s: Annotated[
+        float | None,
+        typer.Option(help="A stream silent this long is no longer alive; default: the sweep's."),
+    ] = None,
 ) -> None:
     """Per environment: executions by state, objects waiting, queue depth, oldest unprojected object."""
     dep = load_deployment(run_dir, environment)
     console = Console()
     for env_id in dep.environments:
-        doc = environment_status(dep, env_id, generation)
+        doc = environment_status(dep, env_id, generation, silence_limit_s=silence_limit_s)
         if as_json:
             typer.echo(json.dumps(doc, sort_keys=True))
             continue
@@ -252,6 +283,9 @@ def status_command(
         table.add_column("count", justify="right")
         for state, n in doc["executions"].items():
             table.add_row(f"executions {state}", str(n))
+        for state, n in doc["index_states"].items():
+            table.add_row(f"index_state {state}", str(n))
+        table.add_row("streams", f"{doc['streams']['alive']} alive, {doc['streams']['silent']} silent")
         for what, n in doc["objects"].items():
             table.add_row(f"objects {what}", str(n))
         for name in ("queue", "dead_letter_queue"):
