@@ -364,7 +364,7 @@ def _spans(
                 has_start.add(key)
                 entry = table.function(fact.function_id) if table is not None else None
                 span["parent_call_id"] = fact.parent_call_ref.call_id if fact.parent_call_ref else None
-                span["function"] = entry.fqn if entry is not None else f"function#{fact.function_id}"
+                span["function"] = entry.fqn if entry is not None else None
                 span["started_ns"] = fact.started_ns
             elif isinstance(fact, evidence.SpanEnd):
                 _, span = span_of(fact.call_ref)
