@@ -318,7 +318,9 @@ _VALUE_LEAVES = Relation(
         _priv("path", _S, "Leaf path, e.g. ['invoice']['id']."),
         _priv("key", _S, "path=value, for exact-match lookups with their own index."),
         _priv("string", pa.large_string(), "String leaf."),
-        _priv("number", pa.float64(), "Numeric leaf."),
+        _priv("number", pa.float64(), "Numeric leaf as its nearest double (every numeric leaf)."),
+        _priv("integer", _I64, "Exact integer leaf within int64 (null for floats and wider integers)."),
+        _priv("bigint", _S, "Integer leaf beyond int64 as canonical decimal text (exact, any size)."),
         _priv("bool", _B, "Boolean leaf."),
     ),
 )

@@ -23,6 +23,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -107,7 +108,15 @@ class IncompleteResultError(FormatError):
 
 
 def json_value(value: Any) -> Any:
-    """A row cell as JSON: non-finite floats become the value rendering's ``{"$float": ...}`` tags."""
+    """A row cell as JSON: non-finite floats become the value rendering's ``{"$float": ...}`` tags.
+
+    Decimals (exact private numbers, docs/query.md "Exact numbers") are written as JSON integers
+    when integral, whatever their size; others as the nearest double.
+    """
+    if isinstance(value, Decimal):
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+        return json_value(float(value))
     if isinstance(value, float) and not math.isfinite(value):
         return {"$float": "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
     if isinstance(value, bytes):

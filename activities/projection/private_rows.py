@@ -4,6 +4,10 @@ Nothing here leaves the data plane. The leaf layout follows DESIGN.md section 6 
 PLATFORM.md "Query floors": one row per leaf of a decoded value with typed columns
 (``string``, ``number``, ``bool``) and a separate combined ``key`` column (``path=value``)
 so an exact match is one lookup in its own index, while ``string`` keeps its n-gram index.
+Numbers are kept exactly: ``number`` holds every numeric leaf as its nearest double (for float
+work and older readers), ``integer`` the exact value of an integer leaf that fits int64, and
+``bigint`` the canonical decimal text of an integer beyond int64 (any size; docs/query.md
+"Exact numbers" says how the coordinator compares them).
 
 :func:`exact_match_key` is the one definition of the key text; the query planner must build
 its lookup keys with it.
@@ -32,7 +36,6 @@ KEY_MAX_VALUE_CHARS = 256
 # such as prompts and enums recur); only small bodies are cached to bound memory.
 RENDER_CACHE_ENTRIES = 4096
 RENDER_CACHE_MAX_BODY = 4096
-_SAFE_INT = 2**53 - 1
 # Public calls_v1 columns copied onto each leaf row (pruning in the leaf scan, docs/query.md).
 CALL_FACTS = ("function_name", "started_at_ns", "status", "duration_ns")
 
@@ -40,14 +43,18 @@ Scalar = str | int | float | bool | None
 
 
 def scalar_json(value: Scalar) -> str:
-    """Canonical JSON text of a scalar: integral floats as integers, NaN/Infinity tagged."""
+    """Canonical JSON text of a scalar: integral floats as their exact integer, NaN/Infinity tagged.
+
+    Any size: a double beyond 2**53 is an integer too, so ``1e20`` and ``100000000000000000000``
+    key alike, as they compare equal (docs/query.md "Exact numbers").
+    """
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             word = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
             return json.dumps({"$float": word})
-        if value.is_integer() and abs(value) <= _SAFE_INT:
+        if value.is_integer():
             return str(int(value))
         return json.dumps(value)
     if isinstance(value, int):
@@ -85,14 +92,35 @@ def _as_float(number: int | float) -> float:
         return math.copysign(math.inf, number)
 
 
-LeafTemplate = list[tuple[str, str, str | None, float | None, bool | None]]
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def number_columns(number: int | float) -> tuple[float, int | None, str | None]:
+    """(number, integer, bigint) of a numeric leaf: its double, and its exact integer if it is one.
+
+    A float stays a float even when integral (``3.0``): only the value's own integer kind is
+    exact-integer, so the rendering (``3`` or ``3.0``) and the typed column agree.
+    """
+    if isinstance(number, bool) or not isinstance(number, int):
+        return float(number), None, None
+    if INT64_MIN <= number <= INT64_MAX:
+        return float(number), number, None
+    return _as_float(number), None, str(number)
+
+
+# (path, key, string, number, integer, bigint, bool) per leaf.
+LeafTemplate = list[tuple[str, str, str | None, float | None, int | None, str | None, bool | None]]
 LeafColumns = tuple[
     tuple[str, ...],
     tuple[str, ...],
     tuple[str | None, ...],
     tuple[float | None, ...],
+    tuple[int | None, ...],
+    tuple[str | None, ...],
     tuple[bool | None, ...],
 ]
+_EMPTY_LEAVES: LeafColumns = ((), (), (), (), (), (), ())
 _shared_json: OrderedDict[bytes, str | None] = OrderedDict()
 _shared_leaves: OrderedDict[bytes, LeafColumns] = OrderedDict()
 _shared_lock = threading.Lock()  # activities may run in worker threads
@@ -154,7 +182,7 @@ class RenderedValues:
         return self._json[cid]
 
     def _leaf_columns(self, cid: bytes) -> LeafColumns:
-        """(paths, keys, strings, numbers, bools) of the value's leaves, computed once per value."""
+        """(paths, keys, strings, numbers, integers, bigints, bools) of the value's leaves, once per value."""
         if cid not in self._leaves:
             shared = _recall(_shared_leaves, cid)
             if shared is not _MISS:
@@ -165,16 +193,18 @@ class RenderedValues:
             for leaf in value_json.leaves(value) if value is not None else ():
                 string: str | None = None
                 number: float | None = None
+                integer: int | None = None
+                bigint: str | None = None
                 flag: bool | None = None
                 if leaf.kind == "bool":
                     flag = bool(leaf.scalar)
                 elif leaf.kind == "number":
                     assert isinstance(leaf.scalar, int | float)
-                    number = _as_float(leaf.scalar)
+                    number, integer, bigint = number_columns(leaf.scalar)
                 elif leaf.kind in ("string", "bytes", "media") and leaf.scalar is not None:
                     string = str(leaf.scalar)
-                out.append((leaf.path_text, _leaf_key(leaf), string, number, flag))
-            columns: LeafColumns = tuple(zip(*out, strict=True)) if out else ((), (), (), (), ())  # type: ignore[assignment]
+                out.append((leaf.path_text, _leaf_key(leaf), string, number, integer, bigint, flag))
+            columns: LeafColumns = tuple(zip(*out, strict=True)) if out else _EMPTY_LEAVES  # type: ignore[assignment]
             self._leaves[cid] = columns
             if self._shareable(cid):
                 _remember(_shared_leaves, cid, columns)
@@ -189,7 +219,7 @@ class RenderedValues:
         can filter and rank leaves by function, time window and status in one indexed Lance scan,
         without shipping candidate id lists. They are public facts: the copy leaks nothing.
         """
-        paths, keys, strings, numbers, flags = self._leaf_columns(cid)
+        paths, keys, strings, numbers, integers, bigints, flags = self._leaf_columns(cid)
         n = len(paths)
         if not n:
             return
@@ -207,6 +237,8 @@ class RenderedValues:
         c["key"] += keys
         c["string"] += strings
         c["number"] += numbers
+        c["integer"] += integers
+        c["bigint"] += bigints
         c["bool"] += flags
 
     def leaf_rows(
@@ -229,6 +261,8 @@ LEAF_COLUMNS = (
     "key",
     "string",
     "number",
+    "integer",
+    "bigint",
     "bool",
 )
 

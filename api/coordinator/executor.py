@@ -16,6 +16,9 @@ Private queries run in four steps:
    filters (PLATFORM.md "Query floors" 4). ``<role> LIKE '%x%'`` is answered from string leaves.
 
 DataFusion then runs the final SQL over the joined rows. Everything reads the bound versions.
+A leaf path is carried as its raw parts until then and typed once over every row read
+(api/coordinator/leaf_values.py), so integers stay exact; literals compared with an exact
+column are made exact decimals (:func:`api.coordinator.planner.typed_sql`).
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ import pyarrow.compute as pc
 from datafusion import SessionContext, SQLOptions
 
 from activities.projection.private_rows import exact_match_key
-from api.coordinator.planner import PRIVATE_STATE, QueryPlan, with_row_limit
-from api.coordinator.private_reader import PrivateReader, pair_keys
+from api.coordinator.leaf_values import PARTS_TYPE, is_exact_numeric, typed_column
+from api.coordinator.planner import PRIVATE_STATE, QueryPlan, typed_sql, with_row_limit
+from api.coordinator.private_reader import OutdatedLeafLayout, PrivateReader, pair_keys
 from formats import query_output as qo
 from formats import value_json
 
@@ -144,7 +148,15 @@ class QueryRun:
                     "the query reads private fields of every call: " + "; ".join(self.plan.reasons),
                     remedy=JOBS_REMEDY + " Or filter by function_name and a started_at_ns window.",
                 )
-            table = self._run()
+            try:
+                table = self._run()
+            except OutdatedLeafLayout:
+                raise QueryFailed(
+                    "private_layout_outdated",
+                    "the private leaf dataset was written before exact numbers (no integer columns);"
+                    " its numbers would be rounded",
+                    remedy="Rebuild the derived datasets (baml-studio rebuild, docs/operations.md).",
+                ) from None
             json_cols = set(self.plan.json_columns)
             for batch in table.to_batches(max_chunksize=2048):
                 for row in batch.to_pylist():
@@ -324,7 +336,7 @@ class QueryRun:
             else:
                 leaves, leaf_keys = self._leaves(reader, ref.role, ref.path_text, execution_ids)
                 idx = pc.index_in(keys, value_set=leaf_keys)
-                column = _leaf_column(leaves, idx)
+                column = _leaf_parts(leaves, idx)
                 # Pending rows carry NULL private fields, whatever an uncommitted write left behind.
                 column = pc.if_else(readable, column, pa.scalar(None, column.type))
             part = part.append_column(ref.column, column)
@@ -362,11 +374,26 @@ class QueryRun:
             self._scans[key] = (hits, pair_keys(hits))
         return self._scans[key][1]
 
+    def _typed(self, table: pa.Table) -> tuple[pa.Table, set[str]]:
+        """Leaf parts replaced by their typed columns, and the names of the exact numeric ones."""
+        exact: set[str] = set()
+        for ref in self.plan.refs:
+            if ref.whole:
+                continue
+            i = table.schema.get_field_index(ref.column)
+            column = typed_column(table.column(i).combine_chunks())
+            if is_exact_numeric(column.type):
+                exact.add(ref.column)
+            table = table.set_column(i, ref.column, column)
+        return table, exact
+
     def _count_where(self, ctx: SessionContext, part: pa.Table) -> int:
         name = "__chunk"
+        part, exact = self._typed(part)
         ctx.register_record_batches(name, [part.to_batches()])
         try:
-            where = self.plan.final_where_sql
+            assert self.plan.final_where_sql is not None
+            where = typed_sql(self.plan.final_where_sql, exact)
             sql = f'SELECT count(*) AS n FROM {name} AS "{self.plan.relation}" WHERE {where}'
             out = ctx.sql_with_options(sql, _SQL_OPTIONS).to_arrow_table()
         finally:
@@ -376,10 +403,11 @@ class QueryRun:
     def _final(self, ctx: SessionContext, joined: pa.Table) -> pa.Table:
         relation = self.plan.relation
         assert relation is not None and self.plan.final_sql is not None
+        joined, exact = self._typed(joined)
         batches = joined.to_batches() or [pa.RecordBatch.from_pylist([], schema=joined.schema)]
         ctx.register_record_batches(relation, [batches])
         try:
-            df = ctx.sql_with_options(self.plan.final_sql, _SQL_OPTIONS)
+            df = ctx.sql_with_options(typed_sql(self.plan.final_sql, exact), _SQL_OPTIONS)
             return df.to_arrow_table()
         except Exception as exc:  # DataFusion raises plain Exceptions for planning errors
             raise QueryFailed(
@@ -410,24 +438,12 @@ def _first_line(text: str) -> str:
     return head.split(":")[0][:120]
 
 
-def _leaf_column(leaves: pa.Table, idx: pa.Array) -> pa.Array:
-    """One typed column for a leaf path: numbers when every present leaf is a number, else text."""
-    numbers = leaves["number"]
-    strings = leaves["string"]
-    bools = leaves["bool"]
-    n_num = len(numbers) - numbers.null_count
-    n_str = len(strings) - strings.null_count
-    n_bool = len(bools) - bools.null_count
-    if n_num and not n_str and not n_bool:
-        return pc.take(numbers, idx)
-    if n_bool and not n_str and not n_num:
-        return pc.take(bools, idx)
-    text = pc.coalesce(
-        strings.cast(pa.large_string()),
-        pc.cast(numbers, pa.large_string()),
-        pc.cast(bools, pa.large_string()),
-    )
-    return pc.take(text, idx)
+def _leaf_parts(leaves: pa.Table, idx: pa.Array) -> pa.Array:
+    """Each row's leaf at one path as its raw parts (a struct), typed later over every row read."""
+    if isinstance(idx, pa.ChunkedArray):
+        idx = idx.combine_chunks()
+    fields = [pc.take(leaves[f.name], idx).combine_chunks().cast(f.type) for f in PARTS_TYPE]
+    return pa.StructArray.from_arrays(fields, fields=list(PARTS_TYPE), mask=pc.is_null(idx))
 
 
 def json_cell(text: str | None) -> Any:

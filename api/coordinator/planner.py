@@ -24,7 +24,9 @@ The resident SQL is checked to carry no private column and no literal from a pri
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 import sqlglot
@@ -270,8 +272,24 @@ def _literal_value(node: exp.Expression) -> str | int | float | bool | None:
         try:
             return int(text)
         except ValueError:
-            return float(text)
+            pass
+        exact = _plain_decimal(text)
+        if exact is not None and exact == exact.to_integral_value():
+            # 9223372036854775807.0 is that integer exactly (as typed_sql compares it), not 2**63.
+            return int(exact)
+        return float(text)
     raise ValueError("not a literal")
+
+
+def _plain_decimal(text: str) -> Decimal | None:
+    """The exact value of a numeric literal written without an exponent, else None."""
+    if "e" in text.lower():
+        return None
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
 
 
 def _is_literal(node: exp.Expression) -> bool:
@@ -681,6 +699,79 @@ def _assert_no_private_leak(
         for lit in cond.find_all(exp.Literal):
             if lit.is_string and str(lit.this) in resident_texts and str(lit.this) not in public_texts:
                 raise AssertionError("private literal in resident SQL")
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+_MAX_EXACT_DIGITS = 76  # decimal256
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _exact_literal(node: exp.Expression) -> exp.Expression | None:
+    """``CAST('<text>' AS DECIMAL(p, s))`` for a numeric literal DataFusion would not read exactly.
+
+    DataFusion reads an integer literal beyond uint64 as a double and a literal with a fraction as
+    a double; written without an exponent, the literal is an exact number (as in standard SQL) and
+    compares as one. Integers within int64 are left alone (DataFusion's Int64 is exact).
+    """
+    negative = isinstance(node, exp.Neg)
+    lit = node.this if negative else node
+    if not isinstance(lit, exp.Literal) or lit.is_string:
+        return None
+    text = ("-" if negative else "") + str(lit.this)
+    value = _plain_decimal(text)
+    if value is None:
+        return None
+    if value == value.to_integral_value() and _INT64[0] <= int(value) <= _INT64[1] and "." not in text:
+        return None
+    _, figures, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    scale = max(0, -exponent)
+    precision = max(len(figures) + max(exponent, 0), scale, 1)
+    if precision > _MAX_EXACT_DIGITS:
+        return None
+    return exp.Cast(
+        this=exp.Literal.string(format(value, "f")),
+        to=exp.DataType.build(f"DECIMAL({precision}, {scale})"),
+    )
+
+
+def typed_sql(sql: str, exact_columns: Collection[str]) -> str:
+    """The final SQL (or WHERE text) with literals compared to ``exact_columns`` made exact.
+
+    ``exact_columns`` are the pseudo columns the executor typed as int64 or decimal (integers,
+    or integers beyond 2**53 mixed with floats: api/coordinator/leaf_values.py). A numeric literal
+    compared with one of them (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``)
+    becomes an exact decimal, so ``output['max'] < 9223372036854775807.5`` and
+    ``= 1180591620717411303425`` compare exactly. Float columns keep double literals: DataFusion
+    would cast a float column to the literal's decimal, which NaN and infinity cannot take.
+    """
+    if not exact_columns:
+        return sql
+    root = sqlglot.parse_one(sql, read=FINAL_DIALECT)
+
+    def exact_column(node: exp.Expression | None) -> bool:
+        return isinstance(node, exp.Column) and not node.table and node.name in exact_columns
+
+    def swap(node: exp.Expression | None) -> None:
+        if node is None:
+            return
+        replacement = _exact_literal(node)
+        if replacement is not None:
+            node.replace(replacement)
+
+    for node in list(root.walk()):
+        if isinstance(node, _COMPARISONS):
+            if exact_column(node.this):
+                swap(node.expression)
+            elif exact_column(node.expression):
+                swap(node.this)
+        elif isinstance(node, exp.Between) and exact_column(node.this):
+            swap(node.args.get("low"))
+            swap(node.args.get("high"))
+        elif isinstance(node, exp.In) and exact_column(node.this):
+            for item in list(node.expressions):
+                swap(item)
+    return root.sql(dialect=FINAL_DIALECT)
 
 
 def with_row_limit(resident_sql: str, limit: int) -> str:

