@@ -12,7 +12,12 @@ Facts from the real source (``bex_prof_store/src/ids.rs``, ``prof/backend/domain
   that starts with a version byte (1) followed by the binary ref;
 - CCT context key: SHA-256 of ``"baml-cct-context-v1" ‖ program_id[16] ‖
   optional parent_key[32] ‖ function_id u32 ‖ optional call_site (file_id,
-  start_offset, end_offset, line as u32) ‖ edge_kind u8``.
+  start_offset, end_offset, line as u32) ‖ edge_kind u8``;
+- content-hashed program id: the first 16 bytes of SHA-256 over
+  ``"baml-program-v1" ‖ framed(baml_version) ‖ for each project file, sorted by
+  path bytes: framed(path) ‖ framed(file bytes)``, where ``framed(x)`` is
+  ``len(x)`` as u64 big-endian ‖ ``x`` (``program_content_hash``, newest upstream
+  revision; an older one used NUL delimiters instead of lengths).
 
 Decoding a string form raises :class:`~formats.errors.MalformedError` (bad
 prefix, base64 or length) or :class:`~formats.errors.UnsupportedVersionError`.
@@ -27,6 +32,7 @@ import hashlib
 import os
 import struct
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from formats.errors import MalformedError, UnsupportedVersionError
@@ -43,6 +49,7 @@ THREAD_REF_PREFIX = "baml_thread_1_"
 CALL_REF_PREFIX = "baml_call_1_"
 _PAYLOAD_VERSION = 1
 _CONTEXT_DOMAIN = b"baml-cct-context-v1"
+_PROGRAM_DOMAIN = b"baml-program-v1"
 
 _QQ = struct.Struct(">QQ")
 _QQQ = struct.Struct(">QQQ")
@@ -158,6 +165,30 @@ def context_key(t: ContextTuple) -> bytes:
         h.update(b"\x01" + struct.pack(">IIII", site.file_id, site.start_offset, site.end_offset, site.line))
     h.update(bytes([int(t.edge_kind)]))
     return h.digest()
+
+
+def program_content_hash(baml_version: str, files: Iterable[tuple[str, bytes]]) -> bytes:
+    """The 32-byte source-content hash of a build: identical builds hash the same in any process.
+
+    Files are sorted by path bytes, so the caller's order does not matter; every field carries
+    its length, so no two distinct inputs share a byte stream.
+    """
+    h = hashlib.sha256(_PROGRAM_DOMAIN)
+
+    def framed(raw: bytes) -> None:
+        h.update(struct.pack(">Q", len(raw)))
+        h.update(raw)
+
+    framed(baml_version.encode())
+    for path, body in sorted(((p.encode(), b) for p, b in files), key=lambda pb: pb[0]):
+        framed(path)
+        framed(body)
+    return h.digest()
+
+
+def content_program_id(baml_version: str, files: Iterable[tuple[str, bytes]]) -> bytes:
+    """``EngineStarted.program_id`` of a build: the first 16 bytes of :func:`program_content_hash`."""
+    return program_content_hash(baml_version, files)[:PROGRAM_ID_LEN]
 
 
 # -- boundary ids (baml_id_1_) ---------------------------------------------------

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from formats.synth import LiveSynth, SynthConfig, SynthConfigError, synthesize
+from formats.synth.config import DAMAGE_MODES
 
 
 def synth_command(
@@ -33,21 +34,47 @@ def synth_command(
         bool, typer.Option(help="Write in real time until --duration elapses or Ctrl-C.")
     ] = False,
     duration: Annotated[float, typer.Option(help="Live mode: seconds to run.")] = 10.0,
+    builds: Annotated[
+        int, typer.Option(help="Distinct builds: process p runs build p % builds (1: one program id).")
+    ] = 1,
+    long: Annotated[
+        int,
+        typer.Option(
+            help="Long mode: one process, two engines (the second starts half-way), at least this "
+            "many meta objects (0: off; replaces --processes, --engines, --rate, --executions)."
+        ),
+    ] = 0,
+    damage: Annotated[
+        list[str] | None,
+        typer.Option(
+            help=f"Damage mode for process 0's stream (bulk only; repeatable): {', '.join(DAMAGE_MODES)}."
+        ),
+    ] = None,
 ) -> None:
     """Write real-format profiler streams with a seeded synthetic workload."""
     console = Console(stderr=True)
     try:
-        config = SynthConfig(
-            seed=seed,
-            executions=executions,
-            processes=processes,
-            engines_per_process=engines,
-            rate_per_second=rate,
-            unfinished_per_process=unfinished,
-            p_failed=p_failed,
-            p_large_value=p_large,
-            p_too_large_value=p_too_large,
-        )
+        options: dict[str, object] = {
+            "seed": seed,
+            "unfinished_per_process": unfinished,
+            "p_failed": p_failed,
+            "p_large_value": p_large,
+            "p_too_large_value": p_too_large,
+            "builds": builds,
+            "damage": tuple(damage or ()),
+        }
+        if long:
+            config = SynthConfig.long_run(long, **options)
+        else:
+            config = SynthConfig(
+                executions=executions,
+                processes=processes,
+                engines_per_process=engines,
+                rate_per_second=rate,
+                **options,  # type: ignore[arg-type]
+            )
+        if live and config.damage:
+            raise SynthConfigError("--damage runs in bulk mode only (without --live)")
     except SynthConfigError as exc:
         console.print(f"[red]bad option:[/red] {exc}")
         raise typer.Exit(2) from None
@@ -66,6 +93,11 @@ def synth_command(
         f"{len(result.streams)} streams: {result.data_segments} data + {result.meta_segments} meta segments, "
         f"{result.cas_objects} CAS objects, {elapsed:.2f} s ({result.calls / elapsed:,.0f} calls/s)"
     )
+    for done in result.damage:
+        console.print(
+            f"damage {done['mode']}: "
+            + ", ".join(f"{k}={v}" for k, v in done.items() if k not in ("mode", "roots"))
+        )
     console.print(f"profile directory: {out}\nground truth: {truth_path}")
 
 

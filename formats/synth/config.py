@@ -17,6 +17,22 @@ DEFAULT_SEGMENT_TARGET_BYTES = 4 * 1024 * 1024
 DEFAULT_SINGLE_VALUE_BYTES = 14_680_064
 LARGE_VALUE_THRESHOLD_BYTES = 32 * 1024
 
+# Damage modes (formats.synth.damage), each applied to the stream of process 0.
+MISSING_META = "missing_meta"  # an interior meta-post object (RootEnded records) deleted
+LOST_ADMITTED_BATCH = "lost_admitted_batch"  # a meta-pre batch Lost at write time: RootEnded flag bit 0
+LOST_ROOT_STARTED = "lost_root_started"  # the meta-pre object holding RootStarted records deleted
+MISSING_DATA = "missing_data"  # a data segment inside an execution's range deleted
+CORRUPT_DATA = "corrupt_data"  # a data segment inside a range with one byte flipped (checksum fails)
+NO_FUNCTION_TABLE = "no_function_table"  # an engine's EngineStarted without function_table_cid
+DAMAGE_MODES = (
+    MISSING_META,
+    LOST_ADMITTED_BATCH,
+    LOST_ROOT_STARTED,
+    MISSING_DATA,
+    CORRUPT_DATA,
+    NO_FUNCTION_TABLE,
+)
+
 
 class SynthConfigError(ValueError):
     """A configuration value is out of range; the message names the field."""
@@ -54,13 +70,24 @@ class SynthConfig:
     value_pool_size: int = 256  # distinct small values per kind, reused across calls
     baml_version: str = "0.0.0-synth"
     os_arch: str = "linux-x86_64"
+    # Distinct builds of the project: process p runs build p % builds. With 1 (the default)
+    # every process runs one byte-identical build: one program id, one function table CID.
+    builds: int = 1
+    # Long mode: each stream keeps starting executions until it has written at least this many
+    # meta objects (0: off; ``executions`` is then a minimum, not the count).
+    min_meta_objects: int = 0
+    # The last engine of each process starts (EngineStarted, then its first root) only once the
+    # stream has written this many meta objects (0: every engine starts with the stream).
+    late_engine_after_meta: int = 0
+    # Damage modes (DAMAGE_MODES), applied to the stream of process 0; bulk mode only.
+    damage: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:
             if getattr(self, name) <= 0:
                 raise SynthConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
 
-        for name in ("processes", "engines_per_process", "rate_per_second", "publish_interval_ns"):
+        for name in ("processes", "engines_per_process", "rate_per_second", "publish_interval_ns", "builds"):
             positive(name)
         for name in ("segment_target_bytes", "single_value_bytes", "value_pool_size"):
             positive(name)
@@ -81,6 +108,38 @@ class SynthConfig:
             raise SynthConfigError(f"p_failed + p_cancelled + p_panicked must be <= 1, got {outcome}")
         if self.single_value_bytes <= LARGE_VALUE_THRESHOLD_BYTES:
             raise SynthConfigError("single_value_bytes must exceed the 32 KiB large-value threshold")
+        if self.min_meta_objects < 0 or self.late_engine_after_meta < 0:
+            raise SynthConfigError("min_meta_objects and late_engine_after_meta must be >= 0")
+        if self.late_engine_after_meta and self.engines_per_process < 2:
+            raise SynthConfigError("late_engine_after_meta needs engines_per_process >= 2")
+        unknown = [d for d in self.damage if d not in DAMAGE_MODES]
+        if unknown or len(set(self.damage)) != len(self.damage):
+            raise SynthConfigError(f"damage must be distinct names from {DAMAGE_MODES}, got {self.damage!r}")
+
+    @classmethod
+    def long_run(cls, meta_objects: int = 5000, **changes: object) -> SynthConfig:
+        """One process, two engines (the second starts half-way), at least ``meta_objects`` meta objects.
+
+        Small call trees and a low rate keep the run short: about two meta objects per publish
+        interval (meta-pre and meta-post), so ``meta_objects / 2`` simulated seconds.
+        """
+        base = cls(
+            processes=1,
+            engines_per_process=2,
+            executions=0,
+            rate_per_second=4.0,
+            llm_calls=(1, 1),
+            selected_calls=(0, 1),
+            unselected_calls=(0, 1),
+            call_duration_ms=(5, 50),
+            p_long=0.0,
+            p_large_value=0.0,
+            p_too_large_value=0.0,
+            value_pool_size=16,
+            min_meta_objects=meta_objects,
+            late_engine_after_meta=meta_objects // 2,
+        )
+        return base.replace(**changes)
 
     def replace(self, **changes: object) -> SynthConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -10,14 +10,14 @@ Per selected call: ``SpanStart`` and the input ``ValueOccurrence`` at its start;
 from __future__ import annotations
 
 import hashlib
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from formats import cas, cct, data_segment, evidence, function_table
 from formats import meta_segment as ms
-from formats.ids import CallRef, CallSite, ContextTuple, EdgeKind, ThreadRef, context_key
+from formats.ids import PROGRAM_ID_LEN, CallRef, CallSite, ContextTuple, EdgeKind, ThreadRef, context_key
 from formats.synth.plan import FUNCTIONS, CallPlan, ExecutionPlan, Kind, Outcome
+from formats.synth.project import SOURCE_FILE, Project, file_id_of, project, source_path
 from formats.synth.truth import TruthSpan, TruthValue
 
 END_STATUS = {
@@ -46,18 +46,12 @@ SELECTION = {
 }
 LOSS = {"value_too_large": evidence.ValueLossReason.VALUE_TOO_LARGE}
 ROLE_ORDER = {"input": 0, "output": 1, "error": 2}
-SOURCE_FILE = {0: "invoices.baml", 1: "support.baml", 2: "billing.baml", 3: "utils.baml"}
 
 
-def _file_id(fqn: str) -> int:
-    top = fqn.split(".", 1)[0]
-    return {"invoices": 0, "support": 1, "billing": 2, "utils": 3}[top]
-
-
-def build_function_table() -> function_table.FunctionTable:
+def build_function_table(proj: Project) -> function_table.FunctionTable:
     entries = []
-    for i, f in enumerate(FUNCTIONS):
-        file_id = _file_id(f.fqn)
+    for f in FUNCTIONS:
+        file_id, start, end = proj.spans[f.function_id]
         entries.append(
             function_table.FunctionEntry(
                 function_id=f.function_id,
@@ -68,49 +62,56 @@ def build_function_table() -> function_table.FunctionTable:
                 kind_detail="llm" if f.kind is Kind.LLM else None,
                 origin_code=int(function_table.FunctionOrigin.USER_DEFINED),
                 source_file=SOURCE_FILE[file_id],
-                source_span=function_table.FunctionSpan(file_id, 100 * i, 100 * i + 80),
+                source_span=function_table.FunctionSpan(file_id, start, end),
                 package_name="synth_app",
                 namespace=f.namespace,
             )
         )
-    files = tuple(function_table.FunctionFile(k, f"baml_src/{v}") for k, v in sorted(SOURCE_FILE.items()))
+    files = tuple(function_table.FunctionFile(k, source_path(k)) for k in sorted(SOURCE_FILE))
     return function_table.FunctionTable(tuple(entries), files)
 
 
 class Program:
-    """The compiled program every engine of a stream runs: function table, program ids, CCT keys."""
+    """The compiled program every engine of a process runs: function table, program id, CCT keys.
 
-    def __init__(self, rng: random.Random) -> None:
-        self.table = build_function_table()
+    The program id is the content hash of the build's project files, as upstream computes it,
+    so every engine and every process running the same build shares it (and the table's CID).
+    ``tableless_engines`` get an EngineStarted without ``function_table_cid``, as when the
+    real engine failed to publish its table to the CAS.
+    """
+
+    def __init__(self, baml_version: str, build: int = 0, *, tableless_engines: frozenset[int] = frozenset()):
+        self.project = project(build)
+        self.table = build_function_table(self.project)
         body = function_table.encode_function_table(self.table)
         self.table_cas_bytes = cas.encode_cas_object(cas.CODEC_FUNCTION_TABLE, body)
         self.table_cid = cas.value_cid(cas.CODEC_FUNCTION_TABLE, body)
         self.source_label = hashlib.sha256(b"synth-source-snapshot").hexdigest()
-        self._rng = rng
-        self._program_ids: dict[int, bytes] = {}
-        self._contexts: dict[tuple[int, bytes | None, int], tuple[bytes, ContextTuple]] = {}
+        self.id = self.project.program_hash(baml_version)[:PROGRAM_ID_LEN]
+        self.tableless_engines = tableless_engines
+        self._contexts: dict[tuple[bytes | None, int], tuple[bytes, ContextTuple]] = {}
 
     def program_id(self, engine_id: int) -> bytes:
-        pid = self._program_ids.get(engine_id)
-        if pid is None:  # random per engine, as the real engine does today
-            pid = self._program_ids[engine_id] = self._rng.randbytes(16)
-        return pid
+        return self.id
+
+    def has_table(self, engine_id: int) -> bool:
+        return engine_id not in self.tableless_engines
 
     def engine_started(self, engine_id: int) -> ms.EngineStarted:
-        return ms.EngineStarted(
-            engine_id, self.program_id(engine_id), self.table_cid, None, self.source_label
-        )
+        cid = self.table_cid if self.has_table(engine_id) else None
+        return ms.EngineStarted(engine_id, self.program_id(engine_id), cid, None, self.source_label)
 
     def context(
         self, engine_id: int, parent_key: bytes | None, function_id: int
     ) -> tuple[bytes, ContextTuple]:
-        cache_key = (engine_id, parent_key, function_id)
+        # One program id for every engine: a call path has one context key in the whole build.
+        cache_key = (parent_key, function_id)
         found = self._contexts.get(cache_key)
         if found is None:
             site = None
             if parent_key is not None:
                 line = 10 + function_id * 7
-                site = CallSite(_file_id(FUNCTIONS[function_id].fqn), line * 40, line * 40 + 24, line)
+                site = CallSite(file_id_of(FUNCTIONS[function_id].fqn), line * 40, line * 40 + 24, line)
             t = ContextTuple(
                 self.program_id(engine_id),
                 parent_key,
@@ -136,7 +137,7 @@ class GroupAcc:
     cct: dict[bytes, list[Any]] = field(default_factory=dict)  # key -> [tuple, 10 counters]
 
     def add(self, item: Any) -> None:
-        if isinstance(item, _CctDelta):
+        if isinstance(item, CctDelta):
             slot = self.cct.get(item.key)
             if slot is None:
                 self.cct[item.key] = [item.context, *item.counters]
@@ -159,7 +160,7 @@ class GroupAcc:
 
 
 @dataclass(frozen=True, slots=True)
-class _CctDelta:
+class CctDelta:
     key: bytes
     context: ContextTuple
     counters: tuple[int, ...]
@@ -188,8 +189,11 @@ def emissions(plan: ExecutionPlan, root: ThreadRef, program: Program) -> list[tu
             evidence.ThreadStart(root, None, None, None, plan.started_ns, evidence.ThreadStartKind.ROOT),
         )
     )
-    unwind = 0
-    error_id: evidence.ErrorCaptureId | None = None
+    # The capture belongs to the throwing call: the first to end with an error value (a failing
+    # child ends before the root that rethrows it); every erroring call links to that capture.
+    erroring = [c for c in plan.calls if any(v.role == "error" for v in c.values)]
+    thrower = min(erroring, key=lambda c: (c.ended_ns, -c.call_id)) if erroring else None
+    error_id = evidence.ErrorCaptureId(root, 1) if thrower is not None else None
     for call in plan.calls:
         parent_key = keys[call.parent_call_id] if call.parent_call_id is not None else None
         key, ctx_tuple = program.context(engine, parent_key, call.function.function_id)
@@ -198,7 +202,7 @@ def emissions(plan: ExecutionPlan, root: ThreadRef, program: Program) -> list[tu
         ref = CallRef(euid, engine, thread, call.call_id)
         selected = call.selected
         out.append(
-            (call.started_ns, _CctDelta(key, ctx_tuple, (1, 1 if selected else 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+            (call.started_ns, CctDelta(key, ctx_tuple, (1, 1 if selected else 0, 0, 0, 0, 0, 0, 0, 0, 0)))
         )
         status = SPAN_STATUS[call.status]
         duration = call.ended_ns - call.started_ns
@@ -207,9 +211,7 @@ def emissions(plan: ExecutionPlan, root: ThreadRef, program: Program) -> list[tu
         out.append(
             (
                 call.ended_ns,
-                _CctDelta(
-                    key, ctx_tuple, (0, 0, *completed, duration, child_time.get(call.call_id, 0), 0, 0)
-                ),
+                CctDelta(key, ctx_tuple, (0, 0, *completed, duration, child_time.get(call.call_id, 0), 0, 0)),
             )
         )
         if not selected:
@@ -255,9 +257,8 @@ def emissions(plan: ExecutionPlan, root: ThreadRef, program: Program) -> list[tu
                     )
                 )
             elif v.role == "error":
-                if error_id is None:  # the first (throwing) call captures; callers link to the same capture
-                    unwind += 1
-                    error_id = evidence.ErrorCaptureId(root, unwind)
+                assert error_id is not None
+                if call is thrower:
                     source = (
                         evidence.ErrorSource.ENGINE_CALL
                         if call.function.kind is Kind.LLM
@@ -320,6 +321,8 @@ def truth_values(call: CallPlan, ended: bool) -> list[TruthValue]:
 
 
 def truth_spans(plan: ExecutionPlan, program: Program, cutoff_ns: int | None) -> list[TruthSpan]:
+    """Every span of an undamaged execution, straight from its plan (the fast path)."""
+    named = program.has_table(plan.engine_id)
     spans = []
     for call in plan.calls:
         if not call.selected or (cutoff_ns is not None and call.started_ns > cutoff_ns):
@@ -329,7 +332,7 @@ def truth_spans(plan: ExecutionPlan, program: Program, cutoff_ns: int | None) ->
             TruthSpan(
                 call_id=call.call_id,
                 parent_call_id=call.parent_call_id,
-                function=call.function.fqn,
+                function=call.function.fqn if named else None,
                 status=call.status if ended else None,
                 started_ns=call.started_ns,
                 ended_ns=call.ended_ns if ended else None,

@@ -9,7 +9,9 @@ Two modes over the same write cycle (:mod:`formats.synth.cycle`):
   end-to-end runs; ``start()``/``stop()`` or a ``with`` block.
 
 Both return a :class:`~formats.synth.truth.GroundTruth`, and write it as JSON lines when
-given ``truth_path``.
+given ``truth_path``. Bulk mode also runs the long mode (``min_meta_objects``, a late engine)
+and the damage modes (:mod:`formats.synth.damage`), which hit the stream of process 0; with
+damage the truth is judged once the stream is closed and damaged.
 """
 
 from __future__ import annotations
@@ -22,10 +24,18 @@ from types import TracebackType
 
 from formats.ids import uuid7_bytes
 from formats.profile_store import ProfileStore, StreamWriter
-from formats.synth.config import NS_PER_S, SynthConfig
+from formats.synth import damage
+from formats.synth.config import (
+    LOST_ADMITTED_BATCH,
+    NO_FUNCTION_TABLE,
+    NS_PER_S,
+    SynthConfig,
+    SynthConfigError,
+)
 from formats.synth.cycle import StreamSim
 from formats.synth.facts import Program
 from formats.synth.plan import ExecutionPlan, Planner
+from formats.synth.reading import StreamView
 from formats.synth.truth import GroundTruth
 from formats.synth.values import ValuePool
 
@@ -48,12 +58,26 @@ class _Stream:
         truth: GroundTruth | None,
     ):
         self.config = config
+        self.process = process
         self.euid = stream_euid(config, process)
         self.rng = random.Random(f"stream/{config.seed}/{process}")
         self.planner = Planner(config, pool, self.rng)
-        self.program = Program(random.Random(f"program/{config.seed}/{process}"))
+        # Damage hits process 0 only, so the other streams stay byte-identical to an undamaged run.
+        self.damage = config.damage if process == 0 else ()
+        tableless = (
+            frozenset([config.engines_per_process]) if NO_FUNCTION_TABLE in self.damage else frozenset()
+        )
+        self.program = Program(config.baml_version, process % config.builds, tableless_engines=tableless)
         self.writer: StreamWriter = store.open_stream(self.euid)
-        self.sim = StreamSim(self.writer, self.euid, config, self.program, truth, os_pid=10_000 + process)
+        self.sim = StreamSim(
+            self.writer,
+            self.euid,
+            config,
+            self.program,
+            truth,
+            os_pid=10_000 + process,
+            defer_truth=bool(config.damage),
+        )
         self.next_thread: dict[int, int] = {}
         self.started = 0
         self._written: set[bytes] = set()
@@ -62,8 +86,14 @@ class _Stream:
         self.writer.put_cas(self.program.table_cas_bytes)
         self.cas_objects += 1
 
+    def _engines(self) -> int:
+        """Engines running now: the last one waits for ``late_engine_after_meta`` meta objects."""
+        n = self.config.engines_per_process
+        late = self.config.late_engine_after_meta
+        return n - 1 if late and self.sim.meta_seq < late else n
+
     def new_plan(self, started_ns: int) -> ExecutionPlan:
-        engine = self.started % self.config.engines_per_process + 1
+        engine = self.started % self._engines() + 1
         thread = self.next_thread.get(engine, 0) + 1
         self.next_thread[engine] = thread
         self.started += 1
@@ -86,6 +116,38 @@ class _Stream:
     def close(self) -> None:
         self.writer.close()
 
+    def damage_and_judge(self, root: Path, truth: GroundTruth | None) -> None:
+        """Deferred truth: apply the post-write damage to the closed stream, then judge what remains."""
+        if not self.sim.defer_truth:
+            return
+        sim = self.sim
+        stream = self.euid.hex()
+        plan = damage.DamagePlan()
+        post = [m for m in self.damage if m in damage.POST_WRITE_MODES]
+        if post:
+            plan = damage.choose(post, sim.meta_log, sim.placements, sim.data_seq, stream=stream)
+            damage.apply(root, self.euid, plan)
+        if truth is None:
+            return
+        if LOST_ADMITTED_BATCH in self.damage:
+            if not sim.lost_admitted:
+                raise SynthConfigError(f"damage {LOST_ADMITTED_BATCH}: no batch fits (write more executions)")
+            roots = [r.hex() for batch in sim.lost_admitted for r in batch]
+            truth.damage.append({"mode": LOST_ADMITTED_BATCH, "stream": stream, "roots": roots})
+        if NO_FUNCTION_TABLE in self.damage:
+            engines = sorted(self.program.tableless_engines & sim.engines_started)
+            truth.damage.append({"mode": NO_FUNCTION_TABLE, "stream": stream, "engines": engines})
+        truth.damage.extend(plan.reports)
+        sim.judge_all(
+            StreamView(
+                sim.meta_seq,
+                sim.data_seq,
+                missing_meta=plan.missing_meta,
+                missing_data=plan.missing_data,
+                corrupt_data=plan.corrupt_data,
+            )
+        )
+
 
 def _gap_ns(rng: random.Random, rate: float) -> int:
     return max(1, int(rng.expovariate(rate) * NS_PER_S))
@@ -97,8 +159,10 @@ def synthesize(
     """Bulk mode: write ``config.executions`` executions spread over ``config.processes`` streams.
 
     Each stream also gets ``config.unfinished_per_process`` executions that start after
-    the others and are still running when the stream stops (no RootEnded).
+    the others and are still running when the stream stops (no RootEnded). With
+    ``config.min_meta_objects`` each stream keeps going until it has that many meta objects.
     """
+    root = Path(root)
     store = ProfileStore(root)
     truth = GroundTruth()
     pool = ValuePool(config.seed, config.value_pool_size)
@@ -111,10 +175,14 @@ def synthesize(
         try:
             t = _gap_ns(stream.rng, config.rate_per_second)
             last_end = 0
-            for _ in range(share):
+            admitted = 0
+            while admitted < share or stream.sim.meta_seq < config.min_meta_objects:
                 stream.sim.advance(t)
                 plan = stream.new_plan(t)
                 stream.admit(plan)
+                admitted += 1
+                if admitted == max(1, share // 2) and LOST_ADMITTED_BATCH in stream.damage:
+                    stream.sim.lose_next_admitted = True  # the next batch of RootStarted records only
                 last_end = max(last_end, plan.ended_ns)
                 t += _gap_ns(stream.rng, config.rate_per_second)
             stop_ns: int | None = None
@@ -131,12 +199,13 @@ def synthesize(
                 for plan in plans:
                     stream.sim.advance(plan.started_ns)
                     stream.admit(plan, cutoff_ns=max(stop_ns, plan.started_ns))
-            stream.sim.finish(stop_ns)
+            stream.sim.finish()
         finally:
             stream.close()
+        stream.damage_and_judge(root, record)
         _tally(truth, stream)
     if truth_path is not None:
-        truth.write_jsonl(truth_path)
+        truth.write_jsonl(truth_path, issues=bool(config.damage))
     return truth
 
 
@@ -164,6 +233,8 @@ class LiveSynth:
         max_executions: int | None = None,
         tick_s: float = 0.05,
     ) -> None:
+        if config.damage:
+            raise SynthConfigError("damage modes run in bulk mode only (synthesize)")
         self.config = config.replace(zero_unix_ns=time.time_ns())
         self.root = Path(root)
         self.truth_path = truth_path
