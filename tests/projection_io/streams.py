@@ -123,7 +123,7 @@ def build_stream(
             continue
         data_seq += 1
         groups = tuple(
-            DataGroup.build(e.root, cct=None, facts=_facts(e.root, e.start_cycle * CYCLE_NS + 20)) for e in ends
+            DataGroup.build(e.root, facts=_facts(e.root, e.start_cycle * CYCLE_NS + 20)) for e in ends
         )
         body = encode_data_segment(DataSegment(data_seq, s.euid, groups))
         key = s.data_key(data_seq)

@@ -16,7 +16,8 @@ from activities.engine_registry import decode_entry
 from activities.lance_store import LEDGER
 from activities.projection.model import ENGINE_NOT_REGISTERED
 from activities.settings import ProjectionSettings
-from formats import object_keys, reader_rules
+from formats import object_keys
+from formats import reader_rules as rr
 
 
 def project(world, keys: list[str]) -> dict[str, c.ExecutionOutcome]:  # type: ignore[no-untyped-def]
@@ -89,7 +90,7 @@ def test_damaged_stream_follows_the_readers_rules(world) -> None:  # type: ignor
     for e in s.executions:
         started, ended, data = s.where[e.execution_id]
         intact = s.data_key(data) not in (missing_data, bad_data)  # type: ignore[arg-type]
-        expected[e.execution_id] = reader_rules.index_state(
+        expected[e.execution_id] = rr.index_state(
             started_seq=None if s.meta_key(started or 1) == lost_meta else started,
             ended_seq=ended,
             root_started_lost=e.root_started_lost,
@@ -108,7 +109,9 @@ def test_damaged_stream_follows_the_readers_rules(world) -> None:  # type: ignor
     ]
     got = project(world, [k for k in s.meta_keys if k != lost_meta])
     assert {r: ledger(world, s)[r][1] for r in got} == expected
-    want_outcome = {r: c.INDEX_CORRUPT if st == "index_corrupt" else c.PROJECTED for r, st in expected.items()}
+    want_outcome = {
+        r: c.INDEX_CORRUPT if st == rr.INDEX_CORRUPT else c.PROJECTED for r, st in expected.items()
+    }
     assert {r: o.outcome for r, o in got.items()} == want_outcome
     # Partial facts: the corrupt executions with a readable data segment keep their calls.
     calls = world.lance.read(world.scope, "calls_v1", columns=["execution_id"])
