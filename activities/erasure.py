@@ -440,27 +440,79 @@ class ErasureActivities:
         ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
         return True
 
+    def _programs_in_use(self, scope: Scope, programs: list[str], erased: Iterable[str]) -> dict[str, int]:
+        """Program id -> how many streams outside ``erased`` still use it (absent: none does).
+
+        A stream uses a program when one of its EngineStarted records names it, and every call it
+        projects carries that program id next to the stream's euid (public ``calls_v1``). Those
+        calls are the reference count: the rule Boundary applies to the public
+        function_definitions_v1 rows, so the Lance rows and the public facts of a program go
+        together. Runs after ``erase_facts``; the erased streams are excluded anyway, so the
+        answer does not depend on that order.
+        """
+        gone = set(erased)
+        used: dict[str, set[str]] = {}
+        for chunk in _chunks(programs, _IN_CHUNK):
+            table = self._resident(
+                scope,
+                "SELECT program_id, process_euid FROM calls_v1 "
+                f"WHERE program_id IN ({_in_list(chunk)}) GROUP BY program_id, process_euid",
+            )
+            for program, euid in zip(
+                table["program_id"].to_pylist(), table["process_euid"].to_pylist(), strict=True
+            ):
+                if euid not in gone:
+                    used.setdefault(program, set()).add(euid)
+        return {program: len(streams) for program, streams in sorted(used.items())}
+
+    def _program_fact_rows(self, scope: Scope, programs: list[str]) -> int:
+        """Public function_definitions_v1 rows of these programs (Boundary's active generation)."""
+        total = 0
+        for chunk in _chunks(programs, _IN_CHUNK):
+            table = self._resident(
+                scope,
+                f"SELECT count() AS n FROM function_definitions_v1 WHERE program_id IN ({_in_list(chunk)})",
+            )
+            total += int(table["n"][0].as_py())
+        return total
+
+    def _lance_rows_of(self, scope: Scope, dataset: str, programs: list[str]) -> int:
+        ds = self.lance.open(scope, dataset)
+        return 0 if ds is None else _count_in(ds, "program_id", programs)
+
     @activity.defn(name=e.ERASE_LANCE_ROWS)
     def erase_lance_rows(self, inp: e.PlanInput) -> e.EraseLanceResult:
-        """Commit new versions without the erased roots' rows and their programs' rows."""
+        """Commit new versions without the erased roots' rows and the rows of their programs that
+        no remaining stream uses (a shared build's program stays while another stream runs it)."""
         plan = self._plan(inp.plan)
         scope = _scope(plan.scope)
         euids = list(plan.euids)
         programs = _hex_ids(plan.program_ids)
+        in_use = self._programs_in_use(scope, programs, euids) if programs else {}
+        kept = [p for p in programs if p in in_use]
+        erased = [p for p in programs if p not in in_use]
         rows: dict[str, int] = {}
         compacted: list[str] = []
         # The plan covers whole streams (an execution selector erases its stream): delete by stream.
         for dataset, column in ROOT_DATASETS.items():
             rows[dataset] = self._delete_streams(scope, dataset, column, euids)
         for dataset in PROGRAM_DATASETS:
-            rows[dataset] = self._delete_rows(scope, dataset, "program_id", programs)
+            rows[dataset] = self._delete_rows(scope, dataset, "program_id", erased)
         for dataset in (*ROOT_DATASETS, *PROGRAM_DATASETS):
             if self._materialize_deletions(scope, dataset):
                 compacted.append(dataset)
             _heartbeat("lance", dataset)
-        log.info("erasure lance rows deleted erasure_id=%s rows=%d", inp.erasure_id, sum(rows.values()))
+        rows_kept = {d: self._lance_rows_of(scope, d, kept) for d in PROGRAM_DATASETS} if kept else {}
+        facts_kept = {"function_definitions_v1": self._program_fact_rows(scope, kept)} if kept else {}
+        log.info(
+            "erasure lance rows deleted erasure_id=%s rows=%d programs_erased=%d programs_kept=%d",
+            inp.erasure_id,
+            sum(rows.values()),
+            len(erased),
+            len(kept),
+        )
         _crash_point(e.ERASE_LANCE_ROWS)
-        return e.EraseLanceResult(rows, tuple(compacted))
+        return e.EraseLanceResult(rows, tuple(compacted), in_use, tuple(erased), rows_kept, facts_kept)
 
     # --- step 3b: shared CAS -----------------------------------------------------------------
 
@@ -581,15 +633,14 @@ class ErasureActivities:
     # --- receipt -----------------------------------------------------------------------------
 
     def lance_counts(
-        self, scope: Scope, plan: e.ErasurePlan
+        self, scope: Scope, plan: e.ErasurePlan, programs: list[str]
     ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-        """Rows of the erased roots (and programs) in each dataset: newest version, every retained
-        version, and how many versions each dataset retains."""
+        """Rows of the erased roots (and of the erased ``programs``) in each dataset: newest version,
+        every retained version, and how many versions each dataset retains."""
         current: dict[str, int] = {}
         retained: dict[str, int] = {}
         versions: dict[str, int] = {}
         roots = list(plan.root_ids)
-        programs = list(plan.program_ids)
         checks = [(d, c, roots) for d, c in ROOT_DATASETS.items()] + [
             (d, "program_id", programs) for d in PROGRAM_DATASETS
         ]
@@ -625,7 +676,13 @@ class ErasureActivities:
             counts = self.boundary.projection_fact_counts(scope.environment_id, chunk, generation=None)
             for rel, n in counts.counts.items():
                 facts[rel] = facts.get(rel, 0) + n
-        current, retained, versions = self.lance_counts(scope, plan)
+        # A program a remaining stream still uses keeps its rows: only the others must be gone.
+        programs = _hex_ids(plan.program_ids)
+        in_use = self._programs_in_use(scope, programs, plan.euids) if programs else {}
+        erased_programs = [p for p in programs if p not in in_use]
+        if erased_programs:
+            facts["function_definitions_v1"] = self._program_fact_rows(scope, erased_programs)
+        current, retained, versions = self.lance_counts(scope, plan, erased_programs)
         masks: dict[str, int] = {}
         for dataset in AFFECTED_DATASETS:
             ds = self.lance.open(scope, dataset)
@@ -645,6 +702,7 @@ class ErasureActivities:
             lance_fragments_with_deletions=masks,
             verified_at_ns=_now_ns(),
             lance_noncurrent_object_versions=noncurrent,
+            programs_in_use=in_use,
         )
 
     @activity.defn(name=e.DISCARD_PLAN)

@@ -148,6 +148,14 @@ class EraseFactsResult:
 class EraseLanceResult:
     rows_deleted: dict[str, int]
     compacted: tuple[str, ...] = ()  # datasets rewritten so no data file still holds erased rows
+    # Programs of the erased streams whose rows were kept: program id -> remaining streams whose
+    # projected calls still name it (a shared build, one content-hashed program id).
+    programs_kept: dict[str, int] = field(default_factory=dict)
+    programs_erased: tuple[str, ...] = ()  # programs whose rows went (no remaining stream uses them)
+    # Rows of the kept programs left in place: Lance datasets, and Boundary's public
+    # function_definitions_v1 (which Boundary keeps by the same rule).
+    program_rows_kept: dict[str, int] = field(default_factory=dict)
+    program_fact_rows_kept: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,9 @@ class VerifyResult:
     verified_at_ns: int
     # Noncurrent S3 versions left under each dataset (old files that may hold erased rows).
     lance_noncurrent_object_versions: dict[str, int] = field(default_factory=dict)
+    # Programs of the erased streams still used by a remaining stream at verification: their rows
+    # are not counted as remaining (program id -> streams using it).
+    programs_in_use: dict[str, int] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:

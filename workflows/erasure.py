@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities import erasure_contracts as e
 
 
-def _receipt(
+def receipt(
     inp: e.ErasureInput,
     plan: e.PlanRef,
     deleted: e.DeleteObjectsResult,
@@ -34,6 +34,7 @@ def _receipt(
     cleanup: e.CleanupResult,
     check: e.VerifyResult,
 ) -> dict[str, Any]:
+    """One round's receipt (pure), in the shape docs/erasure.md describes."""
     return {
         "erasure_id": inp.erasure_id,
         "selector": inp.selector.kind,
@@ -65,6 +66,15 @@ def _receipt(
             "noncurrent_objects_removed": cleanup.noncurrent_objects_removed,
             "remaining_noncurrent_objects": check.lance_noncurrent_object_versions,
             "fragments_with_deletion_masks": check.lance_fragments_with_deletions,
+        },
+        # Program-keyed rows are shared by every stream of one build (content-hashed program id):
+        # those of a program a remaining stream still uses stay, and the receipt says so.
+        "programs": {
+            "erased": list(lance.programs_erased),
+            "kept_in_use": {p: {"streams": n} for p, n in lance.programs_kept.items()},
+            "lance_rows_kept": lance.program_rows_kept,
+            "fact_rows_kept": lance.program_fact_rows_kept,
+            "in_use_at_verification": check.programs_in_use,
         },
         "verified": check.clean,
         "verified_at_ns": check.verified_at_ns,
@@ -128,7 +138,7 @@ class ErasureWorkflow:
                     e.CLEANUP_LANCE_VERSIONS, e.CleanupInput(inp.erasure_id, inp.scope), e.CleanupResult, t
                 )
                 check = await self._step(e.VERIFY, step, e.VerifyResult, t)
-                st.receipt = _receipt(inp, plan, deleted, facts, lance, shared, cleanup, check)
+                st.receipt = receipt(inp, plan, deleted, facts, lance, shared, cleanup, check)
                 if check.clean:
                     verified = True
                     break

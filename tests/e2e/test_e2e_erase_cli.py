@@ -15,7 +15,7 @@ import hashlib
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,35 @@ def _predicate(dataset: str, s: Stream) -> str | None:
     return None
 
 
+def programs_used_elsewhere(world: World, s: Stream) -> frozenset[str]:
+    """The stream's programs that another stream's projected calls also name (one build run by
+    several processes shares one content-hashed program id): the erasure keeps their rows."""
+    if not s.programs:
+        return frozenset()
+    table = world.boundary.resident_query(
+        f"SELECT DISTINCT program_id FROM calls_v1 WHERE program_id IN ({_in(set(s.programs))})"
+        f" AND process_euid != '{s.euid}'",
+        world.scope.environment_id,
+        generation=1,
+        catalog_version=1,
+    )
+    return frozenset(table["program_id"].to_pylist())
+
+
+def program_rows(world: World, lance: LanceStore, programs: frozenset[str]) -> dict[str, int]:
+    """Public function definitions and private program-keyed rows of these programs."""
+    if not programs:
+        return {}
+    out = {
+        "function_definitions_v1 (public)": _resident_count(
+            world, "function_definitions_v1", f"program_id IN ({_in(set(programs))})"
+        )
+    }
+    for dataset in ("function_definitions_v1", "source_files_v1"):
+        out[dataset] = lance.count(world.scope, dataset, f"program_id IN ({_in(set(programs))})")
+    return out
+
+
 def lance_rows(lance: LanceStore, world: World, s: Stream, *, all_versions: bool = False) -> dict[str, int]:
     """Rows of the stream in every private dataset but values_v1: the newest version, or summed
     over every version still on storage."""
@@ -180,6 +209,10 @@ def test_erase_cli_receipt_matches_every_store(world: World, tmp_path: Path) -> 
     lance = lance_store(world)
     gone, *kept = streams_of(world, corpus)
     assert kept and all(s.roots for s in (gone, *kept))
+    # Programs another stream still runs keep their rows (checked below); the rest go with the stream.
+    shared = programs_used_elsewhere(world, gone)
+    gone = replace(gone, programs=gone.programs - shared)
+    shared_before = program_rows(world, lance, shared)
     before = snapshot(world, lance, gone)
     before_kept = [snapshot(world, lance, s) for s in kept]
     values_before = lance.count(world.scope, "values_v1")
@@ -214,8 +247,14 @@ def test_erase_cli_receipt_matches_every_store(world: World, tmp_path: Path) -> 
     for rel in EXECUTION_RELATIONS:
         assert facts["fact_rows_deleted"][rel] == before.facts[rel], rel
         assert facts["remaining_fact_rows"][rel] == after_facts[rel] == 0, rel
-    # The stream's programs are its own (synth), so their definitions go with it.
+    # The programs no other stream runs lose their definitions; the shared ones keep every row.
     assert facts["fact_rows_deleted"]["function_definitions_v1"] == before.facts["function_definitions_v1"]
+    assert set(receipt["programs"]["kept_in_use"]) == shared
+    # (The plan's programs come from EngineStarted records: an engine without calls adds one.)
+    assert gone.programs <= set(receipt["programs"]["erased"]) and not shared & set(
+        receipt["programs"]["erased"]
+    )
+    assert program_rows(world, lance, shared) == shared_before
     assert facts["remaining_total"] == 0
 
     # Lance: every private dataset, the newest version and every version still on storage.
