@@ -45,7 +45,7 @@ class Project:
 
     build: int
     files: dict[str, bytes]  # path -> bytes, as the compiler sees them
-    spans: dict[int, tuple[int, int, int]]  # function_id -> (file_id, start, end) byte offsets
+    spans: dict[int, tuple[int, int, int]]  # function_id -> (file_id, start, end): bytes [start, end)
 
     def program_hash(self, baml_version: str) -> bytes:
         return program_content_hash(baml_version, self.files.items())
@@ -59,6 +59,7 @@ def project(build: int) -> Project:
         fid = file_id_of(f.fqn)
         start = len(texts[fid].encode())
         texts[fid] += _definition(f)
+        # Half-open byte range over the definition, up to and including its closing brace.
         spans[f.function_id] = (fid, start, len(texts[fid].encode()) - 1)
         texts[fid] += "\n"
     files = {source_path(fid): text.encode() for fid, text in texts.items()}
