@@ -38,6 +38,14 @@ def stream_objects(world: Any, euid: str) -> int:
     return len(page.get("Versions", [])) + len(page.get("DeleteMarkers", []))
 
 
+def registry_entries(world: Any, euid: str) -> int:
+    """Object versions of the stream's engine registry (derived/v1/<scope>/engines/<euid>/)."""
+    page = world.s3.list_object_versions(
+        Bucket=world.bucket, Prefix=object_keys.engine_registry_prefix(world.scope, euid)
+    )
+    return len(page.get("Versions", [])) + len(page.get("DeleteMarkers", []))
+
+
 def test_process_euid_erasure_removes_the_stream_and_only_it(eworld, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     corpus = make_corpus(tmp_path, eworld.scope, executions=8, processes=2)
     put_all(eworld, corpus)
@@ -48,11 +56,13 @@ def test_process_euid_erasure_removes_the_stream_and_only_it(eworld, tmp_path: P
     gone, kept = corpus.euids
     by_stream = Counter(x.execution_id[:32] for x in corpus.truth.executions)
     assert by_stream[gone] and by_stream[kept]
+    assert registry_entries(eworld, gone) and registry_entries(eworld, kept)  # projection registered
     plan, check = run_all(eworld, e.Selector(process_euids=(gone,)), "er-euid")
     assert plan.euids == (gone,)
     assert check.clean, check
     assert stream_objects(eworld, gone) == 0
     assert stream_objects(eworld, kept) > 0
+    assert registry_entries(eworld, gone) == 0 and registry_entries(eworld, kept) > 0
     assert root_rows_in_clickhouse(eworld, gone) == {}
     assert len(root_rows_in_clickhouse(eworld, kept)) == len(
         [x for x in corpus.truth.executions if x.execution_id.startswith(kept) and x.status != "abandoned"]
