@@ -164,11 +164,31 @@ class WorkflowOutcomes:
 
 @dataclass(frozen=True)
 class PendingPolicy:
-    """Durable-timer backoff while an execution waits for its values (seconds)."""
+    """Durable-timer backoff while an execution waits for its values (seconds).
+
+    ``deadline_s`` counts in workflow time from the workflow's first start (carried across
+    continue-as-new), not as a sum of the delays waited.
+    """
 
     initial_s: float = 2.0
     max_s: float = 60.0
     deadline_s: float = 7 * 24 * 3600.0
+
+
+# A run continues as new once its history holds this many events (or Temporal suggests it), far
+# below Temporal's hard limits (51,200 events / 50 MB) and its 10,240-event warning.
+HISTORY_EVENTS_LIMIT = 2_000
+
+
+@dataclass(frozen=True)
+class PendingCarry:
+    """What a ProjectMetaObject run hands to its continue-as-new successor: the pending loop's state."""
+
+    started_at_unix: float  # workflow time of the first run's start: the deadline counts from it
+    outcomes: tuple[ExecutionOutcome, ...]  # every outcome so far (done and pending), by root id
+    next_delay_s: float  # the back-off delay the next wait uses
+    nudged: bool = False  # a values_landed arrived after the last projection started
+    runs: int = 1  # runs so far in this chain (for operators; no decision uses it)
 
 
 @dataclass(frozen=True)
@@ -178,6 +198,8 @@ class ProjectMetaWorkflowInput:
     pending: PendingPolicy = field(default_factory=PendingPolicy)
     activity_timeout_s: float = 300.0
     heartbeat_timeout_s: float = 30.0  # a worker that died mid-activity is noticed after this
+    history_events: int = HISTORY_EVENTS_LIMIT
+    carried: PendingCarry | None = None  # None: a first run (projects every RootEnded first)
 
 
 @dataclass(frozen=True)
@@ -185,13 +207,6 @@ class PackWorkflowInput:
     key: str
     activity_timeout_s: float = 60.0
     heartbeat_timeout_s: float = 30.0  # a worker that died mid-ingest is noticed after this
-
-
-@dataclass(frozen=True)
-class ReplayInput:
-    scope: ScopeRef
-    generation: int | None = None  # None: the active generation
-    page_size: int = 500
 
 
 @dataclass(frozen=True)
@@ -204,12 +219,14 @@ class ReplayProgress:
 
 
 @dataclass(frozen=True)
-class RebuildInput:
+class ReplayInput:
     scope: ScopeRef
-    page_size: int = 200
-    max_children: int = 8
-    pending: PendingPolicy = field(default_factory=PendingPolicy)
-    switch: bool = True
+    generation: int | None = None  # None: the active generation
+    page_size: int = 500
+    history_events: int = HISTORY_EVENTS_LIMIT
+    # Continue-as-new state: the listing cursor and the totals of the earlier runs (None: first run).
+    cursor: str = ""
+    carried: ReplayProgress | None = None
 
 
 @dataclass(frozen=True)
@@ -222,3 +239,17 @@ class RebuildProgress:
     not_done: int
     switched: bool
     done: bool
+
+
+@dataclass(frozen=True)
+class RebuildInput:
+    scope: ScopeRef
+    page_size: int = 200
+    max_children: int = 8
+    pending: PendingPolicy = field(default_factory=PendingPolicy)
+    switch: bool = True
+    history_events: int = HISTORY_EVENTS_LIMIT
+    # Continue-as-new state: the listing cursor and the totals (with the source generation read by
+    # the first run) of the earlier runs (None: first run).
+    cursor: str = ""
+    carried: RebuildProgress | None = None

@@ -10,10 +10,16 @@
 * :class:`RebuildWorkflow` (operator-named): projects every meta object into generation N+1 as
   child workflows, ingests missing packs, then switches the active generation (an activity
   holding operator credentials) once every child is done.
+
+Replay and Rebuild continue as new between pages once the history nears its bound
+(``history_bound.history_full``), carrying the cursor and the totals in their input
+(``cursor``, ``carried``): the ID stays, the result follows the chain, and ``progress`` reports the
+chain's totals.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +29,7 @@ from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 with workflow.unsafe.imports_passed_through():
     from activities import contracts as c
     from workflows import ids
+    from workflows.history_bound import bounded_history, history_full
     from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
 
 _RETRY = RetryPolicy(maximum_interval=timedelta(seconds=60))
@@ -89,11 +96,15 @@ class ReplayWorkflow:
 
     @workflow.run
     async def run(self, inp: c.ReplayInput) -> c.ReplayProgress:
+        bounded = bounded_history()
         generation = inp.generation
         if generation is None:
             generation = await _active_generation(inp.scope.environment_id)
-        scanned = metas = packs = 0
-        cursor = ""
+        # Totals of the earlier runs of this chain (continue-as-new): the query reports the sum.
+        before = inp.carried or c.ReplayProgress(generation, 0, 0, 0, False)
+        scanned, metas, packs = before.scanned, before.meta_enqueued, before.packs_enqueued
+        self._progress = c.ReplayProgress(generation, scanned, metas, packs, False)
+        cursor = inp.cursor
         while True:
             page = await _scan(c.ReplayScanInput(inp.scope, generation, cursor, inp.page_size))
             scanned += page.scanned
@@ -113,6 +124,10 @@ class ReplayWorkflow:
             if page.next_start_after is None:
                 break
             cursor = page.next_start_after
+            if bounded and history_full(inp.history_events):
+                workflow.continue_as_new(
+                    replace(inp, generation=generation, cursor=cursor, carried=self._progress)
+                )
         self._progress = c.ReplayProgress(generation, scanned, metas, packs, True)
         return self._progress
 
@@ -145,10 +160,22 @@ class RebuildWorkflow:
 
     @workflow.run
     async def run(self, inp: c.RebuildInput) -> c.RebuildProgress:
-        source = await _active_generation(inp.scope.environment_id)
-        target = source + 1
-        scanned = packs = metas = not_done = 0
-        cursor = ""
+        bounded = bounded_history()
+        before = inp.carried
+        if before is None:
+            source = await _active_generation(inp.scope.environment_id)
+            before = c.RebuildProgress(source, source + 1, 0, 0, 0, 0, False, False)
+        # A successor run keeps the first run's generations: the switch must target what the
+        # children projected into, even if someone switched meanwhile.
+        source, target = before.from_generation, before.to_generation
+        scanned, packs, metas, not_done = (
+            before.scanned,
+            before.packs_ingested,
+            before.metas_projected,
+            before.not_done,
+        )
+        self._progress = c.RebuildProgress(source, target, scanned, packs, metas, not_done, False, False)
+        cursor = inp.cursor
         while True:
             page = await _scan(c.ReplayScanInput(inp.scope, target, cursor, inp.page_size))
             scanned += page.scanned
@@ -178,6 +205,9 @@ class RebuildWorkflow:
             if page.next_start_after is None:
                 break
             cursor = page.next_start_after
+            # Every child of the page has finished here: nothing is left running across the hand-over.
+            if bounded and history_full(inp.history_events):
+                workflow.continue_as_new(replace(inp, cursor=cursor, carried=self._progress))
         switched = False
         if inp.switch and not_done == 0:
             result = await workflow.execute_activity(

@@ -6,7 +6,10 @@ Read alongside the spec's upload sequence (steps 8-12):
   of one meta object; executions still waiting for values are re-tried with a durable,
   backing-off timer until they land (the pack's own workflow ingests them; the re-try, or a
   ``values_landed`` signal, picks them up). Done when every execution is projected,
-  index_corrupt, abandoned or quarantined.
+  index_corrupt, abandoned or quarantined, or when ``pending.deadline_s`` of workflow time has
+  passed since the first start. The loop continues as new before the history grows past
+  ``history_events`` (same workflow ID; the outcomes, the back-off and the start time travel in
+  ``ProjectMetaWorkflowInput.carried``), so the chain returns what one long run would.
 * :class:`IngestValuePackWorkflow` (``pack/<key>``): merge one pack into values_v1.
 * A meta object or pack that fails verification gets its quarantine marker written here and the
   result says ``quarantined``: the bridge dead-letters the message instead of deleting it.
@@ -15,6 +18,7 @@ Read alongside the spec's upload sequence (steps 8-12):
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
@@ -24,6 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities import contracts as c
     from workflows import ids
+    from workflows.history_bound import bounded_history, history_full
 
 _RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -83,31 +88,68 @@ class ProjectMetaObjectWorkflow:
 
     @workflow.run
     async def run(self, inp: c.ProjectMetaWorkflowInput) -> c.WorkflowOutcomes:
-        try:
-            # A values_landed that arrives while an activity runs must not be lost: the flag is
-            # cleared before each projection, not before the wait.
-            self._nudged = False
-            first = await self._project(inp, ())
-        except ActivityError as err:
-            reason = _quarantine_reason(err)
-            if reason is None:
-                raise
-            await _quarantine(inp.key, reason)
-            return self._done(inp, quarantined=reason)
-        self._outcomes.update({o.root_id: o for o in first.outcomes})
+        carried = inp.carried
+        bounded = bounded_history()
+        if carried is None:
+            started_at = workflow.now().timestamp()
+            try:
+                # A values_landed that arrives while an activity runs must not be lost: the flag is
+                # cleared before each projection, not before the wait.
+                self._nudged = False
+                first = await self._project(inp, ())
+            except ActivityError as err:
+                reason = _quarantine_reason(err)
+                if reason is None:
+                    raise
+                await _quarantine(inp.key, reason)
+                return self._done(inp, quarantined=reason)
+            self._outcomes.update({o.root_id: o for o in first.outcomes})
+            delay = inp.pending.initial_s
+            projected_here = True
+        else:
+            # A successor run: the first projection is done; only the pending loop goes on. A
+            # signal the previous run had not consumed yet, or one that reached this run before
+            # its first task, both count.
+            started_at = carried.started_at_unix
+            self._outcomes = {o.root_id: o for o in carried.outcomes}
+            self._nudged = self._nudged or carried.nudged
+            delay = carried.next_delay_s
+            projected_here = False
 
-        delay = inp.pending.initial_s
-        waited = 0.0
+        deadline_at = started_at + inp.pending.deadline_s
+        waited = 0.0  # the old rule (runs without the patch marker): the deadline is the delays' sum
         while True:
             pending = tuple(sorted(k for k, o in self._outcomes.items() if o.outcome == c.PENDING))
-            if not pending or waited >= inp.pending.deadline_s:
+            if bounded:
+                remaining = deadline_at - workflow.now().timestamp()
+            else:
+                remaining = inp.pending.deadline_s - waited
+            if not pending or remaining <= 0:
                 break
+            # A run hands over only after a projection of its own: every run makes progress, so
+            # a bound below a run's own overhead cannot make the chain spin.
+            if bounded and projected_here and history_full(inp.history_events):
+                workflow.continue_as_new(
+                    replace(
+                        inp,
+                        carried=c.PendingCarry(
+                            started_at_unix=started_at,
+                            outcomes=tuple(self._outcomes[k] for k in sorted(self._outcomes)),
+                            next_delay_s=delay,
+                            nudged=self._nudged,
+                            runs=(carried.runs if carried else 1) + 1,
+                        ),
+                    )
+                )
+            # The last wait ends at the deadline, so the final re-try happens at it, not past it.
+            wait = min(delay, remaining) if bounded else delay
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self._nudged, timeout=timedelta(seconds=delay))
+                await workflow.wait_condition(lambda: self._nudged, timeout=timedelta(seconds=wait))
             waited += delay
             delay = min(delay * 2, inp.pending.max_s)
             self._nudged = False
             again = await self._project(inp, pending)
+            projected_here = True
             self._outcomes.update({o.root_id: o for o in again.outcomes})
         return self._done(inp)
 
