@@ -89,7 +89,7 @@ def _as_float(number: int | float) -> float:
     try:
         return float(number)
     except OverflowError:
-        return math.copysign(math.inf, number)
+        return math.inf if number > 0 else -math.inf
 
 
 INT64_MIN = -(2**63)

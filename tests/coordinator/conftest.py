@@ -72,7 +72,7 @@ def boundary(tmp_path_factory: pytest.TempPathFactory, chdb_path: Path) -> Itera
     workload_url = f"https://localhost:{settings.workload_port}"
     client = BoundaryClient(workload_url, pki, boot.deployment_id, boot.cell)
     try:
-        yield BoundaryServer(workload_url, boot, pki, client)
+        yield BoundaryServer(workload_url, boot, pki, client, url)
     finally:
         client.close()
         for s in servers:

@@ -24,6 +24,7 @@ class BoundaryServer:
     boot: DevBootstrap
     pki: DevPki
     client: BoundaryClient
+    metastore_url: str = ""  # the metastore Boundary serves, for tests that add an environment
 
     @property
     def scope(self) -> Scope:

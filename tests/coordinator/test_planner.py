@@ -145,3 +145,27 @@ def test_whole_value_substring_becomes_a_string_leaf_column() -> None:
     assert [(s.role, s.needle, s.column) for s in plan.substrings] == [("output", "返金", "__s0")]
     assert plan.final_sql is not None and "__s0 OR private_state = 'pending'" in plan.final_sql
     assert "返金" not in plan.resident_sql and "output_state" in plan.resident_sql
+
+
+def test_typed_sql_makes_literals_exact_for_exact_columns_only() -> None:
+    from api.coordinator.planner import typed_sql
+
+    plan = plan_query(
+        "SELECT call_id FROM calls_v1 WHERE function_name = 'f' AND output['n'] > 1180591620717411303425"
+        " AND output['n'] < 9223372036854775807.5 AND output['n'] <> 7 AND output['n'] IN (1.5, 2e3)"
+    )
+    assert plan.final_sql is not None
+    exact = typed_sql(plan.final_sql, {"__p0"})
+    assert "CAST('1180591620717411303425' AS DECIMAL(22, 0))" in exact
+    assert "CAST('9223372036854775807.5' AS DECIMAL(20, 1))" in exact
+    assert "CAST('1.5' AS DECIMAL(2, 1))" in exact
+    assert "__p0 <> 7" in exact and "2e3" in exact.lower()  # int64 and exponent literals stay
+    assert typed_sql(plan.final_sql, set()) == plan.final_sql  # float columns: double literals
+
+
+def test_an_integral_decimal_literal_looks_up_the_integer_key() -> None:
+    plan = plan_query(
+        "SELECT call_id FROM calls_v1 WHERE function_name = 'f' AND output['n'] = 9223372036854775807.0"
+    )
+    (eq,) = [f for f in plan.leaf_filters if f.op == "eq"]
+    assert eq.value == 9223372036854775807 and isinstance(eq.value, int)

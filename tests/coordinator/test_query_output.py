@@ -85,3 +85,10 @@ def test_a_row_cannot_impersonate_the_outcome() -> None:
     with pytest.raises(ValueError):
         qo.row_line({"queryOutcome": 1})
     assert qo.json_value(float("nan")) == {"$float": "NaN"}
+
+
+def test_decimal_cells_are_exact_json_integers() -> None:
+    from decimal import Decimal
+
+    line = qo.row_line({"a": Decimal(2**70), "b": Decimal("-9223372036854775808.0"), "c": Decimal("1.5")})
+    assert line == b'{"a":1180591620717411303424,"b":-9223372036854775808,"c":1.5}\n'

@@ -79,3 +79,43 @@ def test_leaves_carry_their_calls_public_pruning_facts() -> None:
     for rel in ("calls_v1", "value_leaves_v1"):
         vis = {c.name: c.visibility for c in catalog.relation(rel).columns}
         assert all(vis[name] == "public" for name in CALL_FACTS)
+
+
+def test_numeric_leaves_keep_integers_exact() -> None:
+    from activities.projection.private_rows import number_columns
+
+    assert number_columns(2**63 - 1) == (float(2**63 - 1), 2**63 - 1, None)
+    assert number_columns(-(2**63)) == (float(-(2**63)), -(2**63), None)
+    assert number_columns(2**70) == (float(2**70), None, str(2**70))
+    assert number_columns(-(2**70)) == (float(-(2**70)), None, str(-(2**70)))
+    assert number_columns(3.0) == (3.0, None, None)  # a float stays a float, even integral
+    assert number_columns(10**400)[0] == math.inf  # beyond a double: the exact text still holds it
+    assert number_columns(10**400)[2] == str(10**400)
+    # Integral floats key as their exact integer at any size, as they compare.
+    assert exact_match_key("n", 1e20) == exact_match_key("n", 10**20) == "n=100000000000000000000"
+
+
+def test_leaf_rows_carry_exact_integer_columns() -> None:
+    from activities.projection.model import ResolvedValue
+    from activities.projection.private_rows import RenderedValues
+    from formats import value_codec as vc
+    from formats.cas import CODEC_VALUE, value_cid
+
+    value = vc.Class(
+        "N",
+        (
+            ("max", vc.Int(2**63 - 1)),
+            ("big", vc.BigInt.from_int(-(2**70))),
+            ("f", vc.Float.of(1.5)),
+        ),
+    )
+    body = vc.encode_value(value)
+    cid = value_cid(CODEC_VALUE, body)
+    rows = RenderedValues({cid: ResolvedValue(body, CODEC_VALUE)}).leaf_rows("e", "c", "output", cid)
+    by_path = {r["path"]: r for r in rows}
+    assert (by_path["max"]["integer"], by_path["max"]["bigint"]) == (2**63 - 1, None)
+    assert (by_path["big"]["integer"], by_path["big"]["bigint"]) == (None, str(-(2**70)))
+    assert (by_path["f"]["number"], by_path["f"]["integer"], by_path["f"]["bigint"]) == (1.5, None, None)
+    assert by_path["max"]["key"] == "max=9223372036854775807"
+    leaf_columns = [c.name for c in catalog.relation("value_leaves_v1").columns]
+    assert {"integer", "bigint"} <= set(leaf_columns)
