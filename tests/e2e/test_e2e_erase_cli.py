@@ -151,10 +151,11 @@ def lance_rows(lance: LanceStore, world: World, s: Stream, *, all_versions: bool
             out[dataset] = 0
             continue
         versions = [int(v["version"]) for v in ds.versions()] if all_versions else [ds.version]
-        out[dataset] = sum(
-            int(lance.open(world.scope, dataset, version=v).count_rows(filter=where))  # type: ignore[union-attr]
-            for v in versions
-        )
+        total = 0
+        for v in versions:
+            old = lance.open(world.scope, dataset, version=v)
+            total += 0 if old is None else int(old.count_rows(filter=where))
+        out[dataset] = total
     return out
 
 
