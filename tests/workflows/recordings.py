@@ -133,7 +133,9 @@ async def project_meta_pending_continue_as_new(
 async def runs_of(client: Client, handle: WorkflowHandle[Any, Any]) -> list[WorkflowHistory]:
     """The history of every run of the handle's chain, first run first."""
     out: list[WorkflowHistory] = []
-    run_id: str | None = handle.result_run_id or handle.first_execution_run_id
+    run_id: str | None = handle.first_execution_run_id or handle.result_run_id
+    if run_id is None:  # a handle by ID only: the chain's first run, as the server knows it
+        run_id = (await handle.describe()).raw_description.workflow_execution_info.first_run_id
     while run_id:
         history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
         out.append(history)

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from parent_workflow import ParentOfAChain
 from recordings import (
     ALL_WORKFLOWS,
     QUICK,
@@ -161,3 +162,22 @@ def test_rebuild_carries_its_generations_and_totals_and_switches_once(temporal) 
     pages = rebuild_pages(ns)
     assert sorted(stubs.meta_calls) == sorted(k for p in pages for k in p.meta_keys)
     assert stubs.meta_calls[f"{ns}m/2"] == [(), (R1,)]  # the child's own pending re-try
+
+
+def test_a_parent_gets_the_result_at_the_end_of_its_childs_chain(temporal) -> None:  # type: ignore[no-untyped-def]
+    async def body(client: Client, tq: str, stubs: Stubs, ns: str) -> Any:
+        key = f"{ns}child.bamlmeta.zst"
+        stubs.metas[key] = pending_chain_script()
+        async with Worker(client, task_queue=f"{tq}-parent", workflows=[ParentOfAChain]):
+            result = await client.execute_workflow(
+                ParentOfAChain.run,
+                args=[c.ProjectMetaWorkflowInput(key, 1, QUICK, history_events=1), tq],
+                id=f"{ns}parent",
+                task_queue=f"{tq}-parent",
+            )
+        child = client.get_workflow_handle(ids.project_meta_id(1, key))
+        return result, len(await runs_of(client, child))
+
+    result, child_runs = _live(temporal, body)
+    assert child_runs == 4 and result.done
+    assert [o.outcome for o in result.outcomes] == [c.PROJECTED, c.PROJECTED, c.INDEX_CORRUPT]
