@@ -49,7 +49,8 @@ def _sweep(world: World) -> None:
 def _calls(world: World, ids: set[str]) -> dict[str, set[tuple[str, str, str]]]:
     quoted = ", ".join(f"'{i}'" for i in sorted(ids))
     table = world.boundary.resident_query(
-        f"SELECT execution_id, call_id, function_name, status FROM calls_v1 FINAL WHERE execution_id IN ({quoted})",
+        "SELECT execution_id, call_id, function_name, status FROM calls_v1 FINAL"
+        f" WHERE execution_id IN ({quoted})",
         world.scope.environment_id,
         generation=1,
         catalog_version=1,
