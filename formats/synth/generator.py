@@ -265,7 +265,8 @@ class LiveSynth:
             while not self._stop.is_set():
                 now = time.time_ns() - cfg.zero_unix_ns
                 for i, stream in enumerate(streams):
-                    while next_start[i] <= now and not self._limit_reached():
+                    # A loaded disk can leave the writer behind the clock: stop() must not wait for it.
+                    while next_start[i] <= now and not self._limit_reached() and not self._stop.is_set():
                         stream.sim.advance(next_start[i])
                         stream.admit(stream.new_plan(next_start[i]))
                         with self._lock:
