@@ -13,6 +13,7 @@ from synth_disk import DiskStream, read_stream
 from formats import meta_segment as ms
 from formats.data_segment import decode_data_segment
 from formats.errors import ChecksumMismatchError
+from formats.inspect import inspect_path
 from formats.profile_store import layout
 from formats.segment_names import Plane
 from formats.synth import GroundTruth, LiveSynth, SynthConfig, SynthConfigError, synthesize
@@ -267,3 +268,12 @@ def test_damage_is_bulk_only_and_named() -> None:
         SynthConfig(damage=("flood",))
     with pytest.raises(SynthConfigError, match="bulk"):
         LiveSynth("/nonexistent", CONFIG.replace(damage=(MISSING_META,)))
+
+
+@pytest.mark.parametrize("modes", [(MISSING_DATA,), (LOST_ADMITTED_BATCH,), DAMAGE_MODES], ids="-".join)
+def test_inspect_prints_the_truth_of_a_damaged_run(modes: tuple[str, ...], damaged: Run) -> None:
+    root, truth = damaged(*modes)
+    report = inspect_path(root, values=True)
+    assert {e["execution_id"]: e for e in report.executions} == {
+        e.execution_id: e.to_json() for e in truth.executions
+    }
