@@ -106,7 +106,12 @@ def main() -> None:
             acts = fx.make_activities(s3, bucket, lance, client, tenant)
         else:
             acts = ProjectionActivities(
-                s3=s3, bucket=bucket, lance=lance, sink=NullSink(), settings=ProjectionSettings(), tenant_id=tenant
+                s3=s3,
+                bucket=bucket,
+                lance=lance,
+                sink=NullSink(),
+                settings=ProjectionSettings(),
+                tenant_id=tenant,
             )
         for k in up.pack_keys:
             acts.ingest_pack(c.IngestPackInput(k))
