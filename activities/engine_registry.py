@@ -25,7 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from activities.evidence_reader import is_missing
+from activities.evidence_reader import EvidenceReader
 from activities.projection.walk import LruCache
 from formats import meta_segment as ms
 from formats import object_keys
@@ -99,12 +99,9 @@ class EngineRegistry:
         hit = self._known.get(key)
         if hit is not None:
             return hit
-        try:
-            resp = self.s3.get_object(Bucket=self.bucket, Key=key)
-        except ClientError as exc:
-            if is_missing(exc):
-                return None
-            raise
-        engine, _ = decode_entry(resp["Body"].read())
+        data = EvidenceReader(self.s3, self.bucket).get_raw(key)
+        if data is None:
+            return None
+        engine, _ = decode_entry(data)
         self._known.put(key, engine)
         return engine

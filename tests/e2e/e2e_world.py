@@ -140,6 +140,27 @@ class World:
     def status(self) -> dict[str, Any]:
         return environment_status(self.deployment, self.scope.environment_id)
 
+    def sweep(self, silence_limit_s: float = 1.0) -> None:
+        """Run the SweepWorkflow once on the stack's worker and wait for it."""
+        import asyncio
+
+        from temporalio.client import Client
+
+        from activities import contracts as c
+        from workflows.maintenance import SweepWorkflow
+
+        async def run() -> None:
+            client = await Client.connect(self.state.temporal_address)
+            scope = c.ScopeRef(self.scope.tenant_id, self.scope.project_id, self.scope.environment_id)
+            await client.execute_workflow(
+                SweepWorkflow.run,
+                c.SweepInput(scope, silence_limit_s=silence_limit_s),
+                id=f"sweep-test-{time.time_ns()}",
+                task_queue=self.state.task_queue,
+            )
+
+        asyncio.run(run())
+
     def ledger(self, generation: int = 1) -> dict[str, Any]:
         from worker.cli_ops import ledger_rows
 

@@ -11,39 +11,21 @@ lists, and ``status`` must account for every execution.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
 import pytest
 from e2e_world import World, wait_for
-from temporalio.client import Client
 
-from activities import contracts as c
 from formats import inspect
 from formats.ids import CallRef, ThreadRef
 from formats.synth.config import DAMAGE_MODES, SynthConfig
 from formats.synth.generator import synthesize
 from publisher import Publisher, PublisherSettings
-from workflows.maintenance import SweepWorkflow
 
 pytestmark = pytest.mark.stack
 
 CALL_STATUS = {"ok": "succeeded", "errored": "failed", "cancelled": "cancelled", "exited": "cancelled"}
-
-
-def _sweep(world: World) -> None:
-    async def run() -> None:
-        client = await Client.connect(world.state.temporal_address)
-        scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
-        await client.execute_workflow(
-            SweepWorkflow.run,
-            c.SweepInput(scope, silence_limit_s=1.0),
-            id=f"sweep-damage-{time.time_ns()}",
-            task_queue=world.state.task_queue,
-        )
-
-    asyncio.run(run())
 
 
 def _calls(world: World, ids: set[str]) -> dict[str, set[tuple[str, str, str]]]:
@@ -121,7 +103,7 @@ def test_every_damage_mode_is_projected_to_the_readers_states(world: World, tmp_
     opened = set(by_truth) - finished
     assert opened
     time.sleep(1.5)
-    _sweep(world)
+    world.sweep()
     ledger = world.wait_in_ledger(set(by_truth), timeout=120)
     assert {i: (ledger[i].status, ledger[i].index_state) for i in opened} == {
         i: ("abandoned", by_truth[i].index_state) for i in opened

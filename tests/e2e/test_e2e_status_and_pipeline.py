@@ -5,7 +5,6 @@ ground truth lists is projected exactly once with the same spans, statuses and C
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -13,10 +12,8 @@ from pathlib import Path
 import pytest
 import typer
 from e2e_world import World, wait_for
-from temporalio.client import Client
 from typer.testing import CliRunner
 
-from activities import contracts as c
 from formats import cas
 from formats.ids import CallRef, ThreadRef
 from formats.object_keys import data_segment_key
@@ -25,7 +22,6 @@ from formats.synth.generator import synthesize
 from formats.synth.truth import TruthExecution, TruthSpan
 from publisher import Publisher, PublisherSettings
 from worker.cli_ops import register
-from workflows.maintenance import SweepWorkflow
 
 pytestmark = pytest.mark.stack
 
@@ -36,20 +32,6 @@ def _status_json(world: World) -> dict:
     result = CliRunner().invoke(app, ["status", "--run-dir", world.state.run_dir, "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def _sweep(world: World) -> None:
-    async def run() -> None:
-        client = await Client.connect(world.state.temporal_address)
-        scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
-        await client.execute_workflow(
-            SweepWorkflow.run,
-            c.SweepInput(scope, silence_limit_s=1.0),
-            id=f"sweep-status-{time.time_ns()}",
-            task_queue=world.state.task_queue,
-        )
-
-    asyncio.run(run())
 
 
 def test_status_accounts_for_every_execution(world: World, tmp_path: Path) -> None:
@@ -84,7 +66,7 @@ def test_status_accounts_for_every_execution(world: World, tmp_path: Path) -> No
     world.upload(gap, skip={missing})
     world.wait_in_ledger(swept.ended() | gap.ended())
     time.sleep(1.5)
-    _sweep(world)
+    world.sweep()
     world.upload(waiting, skip=set(waiting.up.pack_keys))
     wait_for(lambda: not world.queue_drained(), 20, "the pending messages to be held")
 
