@@ -1,7 +1,14 @@
-"""``POST /v1/uploads/authorize``: keys from the token's scope, one HEAD per key, states in order.
+"""``POST /v1/uploads/authorize``: keys from the token's scope, S3 checks per key, states in order.
 
 HEADs run concurrently on the runtime's bounded pool (``head_concurrency``), one per distinct
-key. Each object then gets ``upload_required`` with a create-only presigned PUT, ``stored``
+key. Segments are the exception (issue 12: a backlog of small segments cost one S3 round trip per
+object here): a request naming at least ``list_min_segments`` sequences of one plane lists that
+sequence range once (ListObjectsV2; sequences are zero-padded, so key order is sequence order);
+a key the listing does not show is absent, and only the keys it shows get a HEAD for their
+checksum. A key created between the listing and the PUT makes the create-only PUT answer 412,
+after which the publisher re-authorizes and gets ``stored``.
+
+Each object then gets ``upload_required`` with a create-only presigned PUT, ``stored``
 (same checksum) or ``conflict`` (different bytes). A failing S3 call fails the whole request
 with 503: a partial answer would leave the publisher unable to tell absent from unknown.
 """
@@ -55,6 +62,27 @@ def _check(runtime: GatewayRuntime, bucket: str, item: PlannedObject) -> Verdict
     return Verdict.STORED if digest == sha256_b64(item.checksum_sha256) else Verdict.CONFLICT
 
 
+def _listed_absent(runtime: GatewayRuntime, bucket: str, distinct: dict[str, PlannedObject]) -> set[str]:
+    """Segment keys found absent by one listing per plane, where a listing is cheaper than HEADs."""
+    planes: dict[str, list[tuple[int, str]]] = {}
+    for key, item in distinct.items():
+        if isinstance(item.entry, uw.SegmentObject):
+            planes.setdefault(key.rsplit("/", 1)[0], []).append((item.entry.sequence, key))
+    ranges: list[tuple[str, str, list[str]]] = []
+    for members in planes.values():
+        members.sort()
+        span = members[-1][0] - members[0][0] + 1
+        # A sparse range would list keys nobody asked about: HEAD those requests instead.
+        if len(members) >= runtime.settings.list_min_segments and span <= 4 * len(members):
+            ranges.append((members[0][1], members[-1][1], [k for _, k in members]))
+    futures = [runtime.head_pool.submit(runtime.store.keys_between, bucket, a, b) for a, b, _ in ranges]
+    absent: set[str] = set()
+    for (_, _, wanted), fut in zip(ranges, futures, strict=True):
+        present = fut.result()
+        absent.update(k for k in wanted if k not in present)
+    return absent
+
+
 def authorize(
     runtime: GatewayRuntime, identity: PublisherIdentity, request: uw.AuthorizeRequest
 ) -> uw.AuthorizeResponse:
@@ -71,8 +99,14 @@ def authorize(
     distinct: dict[str, PlannedObject] = {}
     for item in planned:
         distinct.setdefault(item.key, item)
-    futures = {key: runtime.head_pool.submit(_check, runtime, bucket, item) for key, item in distinct.items()}
+    absent = _listed_absent(runtime, bucket, distinct) if runtime.settings.list_min_segments else set()
+    futures = {
+        key: runtime.head_pool.submit(_check, runtime, bucket, item)
+        for key, item in distinct.items()
+        if key not in absent
+    }
     verdicts = {key: fut.result() for key, fut in futures.items()}
+    verdicts.update((key, Verdict.UPLOAD_REQUIRED) for key in absent)
 
     ttl = runtime.settings.presign_ttl_seconds or config.upload_url_ttl_seconds
     # Taken before signing, so the URL never expires before the time we announce.

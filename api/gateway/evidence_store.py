@@ -76,6 +76,15 @@ def _unavailable(bucket: str, exc: Exception) -> EvidenceStoreUnavailable:
     )
 
 
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
 class EvidenceStore:
     def __init__(self, settings: GatewaySettings) -> None:
         self.s3 = _client(settings, settings.s3_endpoint_url)
@@ -115,6 +124,24 @@ class EvidenceStore:
         except BotoCoreError as exc:
             raise _unavailable(bucket, exc) from None
         return StoredObject(int(resp["ContentLength"]), full_object_sha256(resp.get("ChecksumSHA256")))
+
+    def keys_between(self, bucket: str, first_key: str, last_key: str) -> set[str]:
+        """Every key in ``[first_key, last_key]`` (lexicographic), by ListObjectsV2 pages of 1,000."""
+        prefix = first_key[: len(_common_prefix(first_key, last_key))]
+        found: set[str] = set()
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "StartAfter": first_key[:-1]}
+        try:
+            while True:
+                resp = self.s3.list_objects_v2(**kwargs)
+                listed = [str(o["Key"]) for o in resp.get("Contents", [])]
+                found.update(k for k in listed if first_key <= k <= last_key)
+                if not resp.get("IsTruncated") or not listed or listed[-1] >= last_key:
+                    return found
+                kwargs["ContinuationToken"] = resp["NextContinuationToken"]
+        except ClientError as exc:
+            raise _unavailable(bucket, exc) from None
+        except BotoCoreError as exc:
+            raise _unavailable(bucket, exc) from None
 
     def sha256_b64(self, bucket: str, key: str, max_bytes: int) -> str | None:
         """SHA-256 (base64) of the object's bytes, or None if it is gone or larger than ``max_bytes``."""

@@ -49,6 +49,12 @@ class GatewaySettings(BaseSettings):
     head_concurrency: int = Field(
         default=16, ge=1, le=256, description="S3 HEADs in flight per gateway process."
     )
+    list_min_segments: int = Field(
+        default=4,
+        ge=0,
+        description="A request naming at least this many sequences of one plane lists their range once "
+        "instead of one HEAD per key (0: always HEAD).",
+    )
     presign_ttl_seconds: int | None = Field(
         default=None, ge=1, le=7 * 24 * 3600, description="Override of the config's upload_url_ttl_seconds."
     )

@@ -177,7 +177,8 @@ def test_post_authorize_heads_run_concurrently_one_per_distinct_key(gateway: Any
 
     cid = new_cid()
     value = blob(70)
-    objects = [segment("data_segment", s, blob(60)) for s in range(1, 31)]
+    # Values: segment ranges are listed instead (next test).
+    objects = [cas("value", blob(60), new_cid()) for _ in range(30)]
     objects += [cas("value", value, cid), cas("value", value, cid)]  # one key twice: one HEAD
     with gateway(head_concurrency=6) as (client, runtime):
         runtime.store.s3.meta.events.register("before-send.s3.HeadObject", slow_head)
@@ -185,6 +186,43 @@ def test_post_authorize_heads_run_concurrently_one_per_distinct_key(gateway: Any
     assert resp.status_code == 200, resp.text
     assert heads == 31
     assert 1 < peak <= 6
+
+
+def test_post_authorize_lists_a_segment_range_once_and_heads_only_the_keys_present(
+    gateway: Any, tenancy: Any
+) -> None:
+    """A backlog of segments costs one LIST per plane and request, not one HEAD per segment."""
+    calls: dict[str, int] = {"HeadObject": 0, "ListObjectsV2": 0}
+
+    def count(event_name: str, **_: Any) -> None:
+        calls[event_name.rsplit(".", 1)[1]] += 1
+
+    euid = new_euid()
+    present = {seq: blob(100 + seq) for seq in (3, 40)}
+    with gateway() as (client, runtime):
+        first = client.post(
+            uw.AUTHORIZE_PATH,
+            json=body([segment("meta_segment", s, d) for s, d in present.items()], euid=euid),
+            headers=auth(tenancy.boot.publisher_token),
+        )
+        for obj, data in zip(first.json()["objects"], present.values(), strict=True):
+            assert _put(obj, data).status_code == 200
+        for op in calls:
+            runtime.store.s3.meta.events.register(f"before-send.s3.{op}", count)
+        objects = [segment("meta_segment", s, present.get(s, blob(60))) for s in range(1, 51)]
+        objects[39] = segment("meta_segment", 40, blob(140))  # different bytes under a present key
+        objects += [segment("data_segment", s, blob(70)) for s in range(1, 3)]  # below the threshold
+        resp = client.post(
+            uw.AUTHORIZE_PATH, json=body(objects, euid=euid), headers=auth(tenancy.boot.publisher_token)
+        )
+    assert resp.status_code == 200, resp.text
+    states = [o["state"] for o in resp.json()["objects"]]
+    expected = ["upload_required"] * 52
+    expected[2], expected[39] = "stored", "conflict"
+    assert states == expected
+    assert all(o["upload_url"] for o in resp.json()["objects"] if o["state"] == "upload_required")
+    # One listing of meta 1..50; HEADs for the two meta keys it showed and the two data keys.
+    assert calls == {"ListObjectsV2": 1, "HeadObject": 4}
 
 
 def test_post_authorize_keys_follow_the_token_scope_not_the_body(gateway: Any, tenancy: Any) -> None:
