@@ -37,7 +37,11 @@ _LOW_CARDINALITY = frozenset(
     | {"value_state", "index_state", "edge_kind", "error_state"}
 )
 
-REGISTRY_TABLE = "projection_batches"
+REGISTRY_TABLE = "projection_batch_claims"
+LEGACY_REGISTRY_TABLE = "projection_batches"  # one row per visible batch, before claims (migrated)
+# Blocks whose insert_deduplication_token (or data hash) a fact table remembers: a repeated insert
+# of the same rows (a retried batch on another replica) is dropped by ClickHouse itself.
+DEDUP_WINDOW = 10_000
 TOMBSTONE_TABLE = "erased_roots"
 ERASURE_LOG_TABLE = "projection_erasures"
 
@@ -93,18 +97,34 @@ def create_fact_table(database: str, spec: TableSpec) -> str:
         f"CREATE TABLE IF NOT EXISTS {q(database)}.{q(spec.relation)} (\n  "
         + ",\n  ".join(cols)
         + f"\n) ENGINE = ReplacingMergeTree ORDER BY ({', '.join(spec.order_by)})"
+        + f" SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}"
+    )
+
+
+def dedup_window(database: str, relation: str) -> str:
+    """Tables created before the window existed get it on the next start (idempotent)."""
+    return (
+        f"ALTER TABLE {q(database)}.{q(relation)}"
+        f" MODIFY SETTING non_replicated_deduplication_window = {DEDUP_WINDOW}"
     )
 
 
 def create_registry(database: str) -> str:
+    """Claims and visibility marks of projection batches (``kind`` = ``claim`` | ``visible``).
+
+    Rows are only ever added (erasure deletes a root's rows): a batch's winning digest is decided
+    by reading them back, never by a lock (docs/boundary-facts.md, "Replicas"). Rows equal in key,
+    kind and digest collapse; rows of different digests stay, so a conflict stays visible.
+    """
     return (
         f"CREATE TABLE IF NOT EXISTS {q(database)}.{REGISTRY_TABLE} (\n"
         "  tenant_id LowCardinality(String), project_id LowCardinality(String),\n"
         "  environment_id LowCardinality(String), generation UInt64, batch_id String,\n"
-        "  relation LowCardinality(String), catalog_version UInt32, root_id String,\n"
-        "  content_digest String, rows UInt64, inserted_at DateTime64(6, 'UTC')\n"
-        ") ENGINE = ReplacingMergeTree(inserted_at)"
-        " ORDER BY (tenant_id, project_id, environment_id, generation, batch_id)"
+        "  kind LowCardinality(String), relation LowCardinality(String), catalog_version UInt32,\n"
+        "  root_id String, content_digest String, rows UInt64, inserted_at DateTime64(6, 'UTC')\n"
+        ") ENGINE = ReplacingMergeTree"
+        " ORDER BY (tenant_id, project_id, environment_id, generation, batch_id, kind, content_digest,"
+        " relation)"
     )
 
 
@@ -129,5 +149,6 @@ def create_erasure_log(database: str) -> str:
 def all_ddl(database: str, version: int = catalog.LATEST_CATALOG_VERSION) -> list[str]:
     stmts = [create_database(database)]
     stmts += [create_fact_table(database, table_spec(r, version)) for r in catalog.PUBLIC_RELATIONS]
+    stmts += [dedup_window(database, r) for r in catalog.PUBLIC_RELATIONS]
     stmts += [create_registry(database), create_tombstones(database), create_erasure_log(database)]
     return stmts

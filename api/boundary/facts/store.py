@@ -1,10 +1,10 @@
 """The fact store: one clickhouse-connect client (chdb in-process by default, a server by URL).
 
-Same SQL for both backends. Writes (ingest, erasure) are serialised by one process-wide
-lock: chdb's ``Python()``/insert path is unsafe when shared across threads (PLATFORM.md
-section 6), and the registry check-then-insert must not interleave within one Boundary
-process. Several Boundary processes against one ClickHouse server would need a distributed
-lock for the registry check; the embedded stack runs one.
+Same SQL for both backends. Ingest takes no lock that decides anything: a batch's identity and
+digest-conflict rule live in the registry table and hold across any number of stores and
+processes on one ClickHouse (``batch_registry``). Concurrent ingests on one store share a flush
+(group commit), so ClickHouse sees one insert per table per flush. Erasures of one store are
+serialised by its lock (docs/boundary-facts.md, "Replicas").
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
 from api.boundary.facts import ddl
 from api.boundary.facts.batch_check import BatchRejected, BatchScope
+from api.boundary.facts.batch_registry import CLAIM, VISIBLE, BatchMarks, decide, dedup_token
 
 _DB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _CH_CODE = re.compile(r"Code: (\d+)\.")
@@ -38,6 +40,7 @@ _REGISTRY_COLUMNS = [
     "environment_id",
     "generation",
     "batch_id",
+    "kind",
     "relation",
     "catalog_version",
     "root_id",
@@ -106,6 +109,42 @@ class ErasureOutcome:
         return sum(self.remaining.values())
 
 
+@dataclass
+class _Pending:
+    """One caller's batches waiting for a flush, and what the flush answered."""
+
+    items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
+    result: list[BatchState | BatchRejected] | None = None
+    error: BaseException | None = None
+
+    @property
+    def rows(self) -> int:
+        return sum(t.num_rows for _, _, t in self.items)
+
+
+def _root_erased(ident: BatchIdentity) -> BatchRejected:
+    return BatchRejected("root_erased", f"root {ident.root_id} was erased in this environment", status=409)
+
+
+def _conflict(ident: BatchIdentity, scope: BatchScope) -> BatchRejected:
+    return BatchRejected(
+        "batch_digest_conflict",
+        f"batch {ident.batch_id} is already registered in generation {scope.generation}"
+        " with another content digest or relation",
+        status=409,
+    )
+
+
+def _token(relation: str, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]) -> str:
+    return dedup_token(
+        relation,
+        [
+            (s.tenant_id, s.project_id, s.environment_id, s.generation, i.batch_id, i.content_digest)
+            for i, s, _ in items
+        ],
+    )
+
+
 def _chdb_client(path: Path) -> Client:
     """One client per chdb path per process (the engine allows only one path anyway)."""
     key = str(path.resolve())
@@ -119,12 +158,26 @@ def _chdb_client(path: Path) -> Client:
 
 
 class FactStore:
-    def __init__(self, client: Client, *, database: str = "baml_facts") -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        database: str = "baml_facts",
+        linger_s: float = 0.0,
+        flush_rows: int = 1_000,
+    ) -> None:
+        """``linger_s`` > 0 holds a flush open that long (or until ``flush_rows`` rows wait) to
+        gather more callers; 0 flushes at once and gathers only those that arrived meanwhile."""
         if not _DB_NAME.match(database):
             raise ValueError("ClickHouse database names are letters, digits and '_' (max 64)")
         self.client = client
         self.database = database
+        self.linger_s = linger_s
+        self.flush_rows = flush_rows
         self._lock = threading.Lock()
+        self._flush_cv = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._flushing = False
 
     @classmethod
     def open(cls, *, url: str = "", path: Path | None = None, database: str = "baml_facts") -> FactStore:
@@ -142,6 +195,24 @@ class FactStore:
         with self._lock:
             for stmt in ddl.all_ddl(self.database):
                 self.client.command(stmt)
+            self._migrate_legacy_registry()
+
+    def _migrate_legacy_registry(self) -> None:
+        """The registry before claims held one row per visible batch: each becomes a claim and a
+        mark (rows equal in key collapse, so a repeated or concurrent migration is harmless)."""
+        exists = self.client.query(
+            "SELECT count() FROM system.tables WHERE database = {d:String} AND name = {t:String}",
+            parameters={"d": self.database, "t": ddl.LEGACY_REGISTRY_TABLE},
+        ).result_rows[0][0]
+        if not exists:
+            return
+        for kind in (CLAIM, VISIBLE):
+            select = ", ".join(f"'{kind}'" if c == "kind" else c for c in _REGISTRY_COLUMNS)
+            self.client.command(
+                f"INSERT INTO {self._t(ddl.REGISTRY_TABLE)} ({', '.join(_REGISTRY_COLUMNS)})"
+                f" SELECT {select} FROM {self._t(ddl.LEGACY_REGISTRY_TABLE)} FINAL"
+            )
+        self.client.command(f"DROP TABLE IF EXISTS {self._t(ddl.LEGACY_REGISTRY_TABLE)}")
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -164,15 +235,12 @@ class FactStore:
     # --- ingest ----------------------------------------------------------------------------
 
     def registered_batch(self, scope: BatchScope, batch_id: str) -> BatchState | None:
-        rows = self.client.query(
-            f"SELECT relation, rows, content_digest FROM {self._t(ddl.REGISTRY_TABLE)} FINAL"
-            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND batch_id = {{bid:String}}",
-            parameters={**self._scope_params(scope), "bid": batch_id},
-        ).result_rows
-        if not rows:
+        """The batch's visible state (its rows are queryable), or None."""
+        marks = self._registry(scope, [batch_id]).get(batch_id, BatchMarks())
+        if not marks.visible:
             return None
-        relation, nrows, digest = rows[0]
-        return BatchState(batch_id, scope.generation, str(relation), int(nrows), str(digest), replayed=True)
+        (relation, digest), nrows = min(marks.visible.items())
+        return BatchState(batch_id, scope.generation, relation, nrows, digest, replayed=True)
 
     def root_erased(self, scope: BatchScope, root_id: str) -> bool:
         rows = self.client.query(
@@ -197,92 +265,185 @@ class FactStore:
         ).result_rows
         return {str(r[0]) for r in rows}
 
-    def _registered(self, scope: BatchScope, batch_ids: list[str]) -> dict[str, BatchState]:
+    def _registry(self, scope: BatchScope, batch_ids: list[str]) -> dict[str, BatchMarks]:
         rows = self.client.query(
-            f"SELECT batch_id, relation, rows, content_digest FROM {self._t(ddl.REGISTRY_TABLE)} FINAL"
+            f"SELECT batch_id, kind, relation, content_digest, max(rows)"
+            f" FROM {self._t(ddl.REGISTRY_TABLE)}"
             f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}}"
-            " AND batch_id IN {bids:Array(String)}",
+            " AND batch_id IN {bids:Array(String)}"
+            " GROUP BY batch_id, kind, relation, content_digest",
             parameters={**self._scope_params(scope), "bids": batch_ids},
         ).result_rows
-        return {
-            str(bid): BatchState(str(bid), scope.generation, str(rel), int(n), str(digest), replayed=True)
-            for bid, rel, n, digest in rows
-        }
+        out: dict[str, BatchMarks] = {}
+        for bid, kind, rel, digest, nrows in rows:
+            marks = out.setdefault(str(bid), BatchMarks())
+            ident = (str(rel), str(digest))
+            if kind == VISIBLE:
+                marks.visible[ident] = int(nrows)
+            else:
+                marks.claims.add(ident)
+        return out
+
+    def _registry_rows(
+        self, kind: str, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
+    ) -> list[list[Any]]:
+        now = dt.datetime.now(dt.UTC)
+        return [
+            [
+                scope.tenant_id,
+                scope.project_id,
+                scope.environment_id,
+                scope.generation,
+                ident.batch_id,
+                kind,
+                ident.relation,
+                ident.catalog_version,
+                ident.root_id,
+                ident.content_digest,
+                table.num_rows,
+                now,
+            ]
+            for ident, scope, table in items
+        ]
+
+    def _insert_registry(self, kind: str, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]) -> None:
+        if items:
+            self.client.insert(
+                ddl.REGISTRY_TABLE,
+                self._registry_rows(kind, items),
+                column_names=_REGISTRY_COLUMNS,
+                database=self.database,
+            )
 
     def ingest_many(
         self, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
     ) -> list[BatchState | BatchRejected]:
         """Make checked batches visible, each with the PUT's semantics, answered per batch in order.
 
-        Per batch: an erased root is refused (``root_erased``); a batch id already registered in
-        its scope and generation returns the recorded state when the digest and relation agree,
-        else ``batch_digest_conflict`` (a repeat inside ``items`` counts as registered). The new
-        batches cost one insert per relation and one registry insert, whatever their number:
-        ClickHouse's cost is per insert, not per row (PLATFORM.md section 6).
+        Per batch: an erased root is refused (``root_erased``); a batch id whose rows are already
+        visible in its scope and generation returns the recorded state when digest and relation
+        agree, else ``batch_digest_conflict`` (a repeat inside ``items`` counts as registered).
+        Concurrent calls on this store share one flush (group commit): one claim insert, one
+        read-back per scope, one insert per relation and one mark insert for all of them. No
+        lock decides a batch: the rule holds across stores and processes (:func:`_decide`).
         """
+        if not items:
+            return []
+        pending = _Pending(items)
+        with self._flush_cv:
+            self._queue.append(pending)
+            while pending.result is None and pending.error is None and self._flushing:
+                self._flush_cv.wait()
+            if pending.result is None and pending.error is None:
+                self._flushing = True
+                if self.linger_s > 0:
+                    deadline = time.monotonic() + self.linger_s
+                    while (left := deadline - time.monotonic()) > 0 and sum(
+                        p.rows for p in self._queue
+                    ) < self.flush_rows:
+                        self._flush_cv.wait(left)
+                group, self._queue = self._queue, []
+            else:
+                group = []
+        if group:
+            try:
+                flat = [it for p in group for it in p.items]
+                try:
+                    results = self._flush(flat)
+                except BaseException as exc:  # every caller of the flush sees its failure
+                    for p in group:
+                        p.error = exc
+                else:
+                    at = 0
+                    for p in group:
+                        p.result = results[at : at + len(p.items)]
+                        at += len(p.items)
+            finally:
+                with self._flush_cv:
+                    self._flushing = False
+                    self._flush_cv.notify_all()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.result is not None
+        return pending.result
+
+    def _flush(
+        self, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
+    ) -> list[BatchState | BatchRejected]:
         out: list[BatchState | BatchRejected | None] = [None] * len(items)
-        with self._lock:
-            by_scope: dict[BatchScope, list[int]] = {}
-            for i, (_, scope, _) in enumerate(items):
-                by_scope.setdefault(scope, []).append(i)
-            erased: dict[BatchScope, set[str]] = {}
-            known: dict[BatchScope, dict[str, BatchState]] = {}
-            for scope, idx in by_scope.items():
-                erased[scope] = self._erased_roots(scope, sorted({items[i][0].root_id for i in idx}))
-                known[scope] = self._registered(scope, sorted({items[i][0].batch_id for i in idx}))
-            tables: dict[str, list[pa.Table]] = {}
-            registry: list[list[Any]] = []
-            now = dt.datetime.now(dt.UTC)
-            for i, (ident, scope, table) in enumerate(items):
+        # A repeat of a batch id inside the flush follows its first occurrence.
+        first: dict[tuple[BatchScope, str], int] = {}
+        repeats: list[int] = []
+        for i, (ident, scope, _) in enumerate(items):
+            if first.setdefault((scope, ident.batch_id), i) != i:
+                repeats.append(i)
+        heads = [items[i] for i in sorted(first.values())]
+        # 1. Claim every batch before any row is written: the claim is what others read back.
+        self._insert_registry(CLAIM, heads)
+        # 2. Read back the claims, marks and tombstones (after the claims are committed).
+        by_scope: dict[BatchScope, list[int]] = {}
+        for i, (_, scope, _) in enumerate(items):
+            by_scope.setdefault(scope, []).append(i)
+        erased: dict[BatchScope, set[str]] = {}
+        winners: list[int] = []
+        for scope, idx in by_scope.items():
+            erased[scope] = self._erased_roots(scope, sorted({items[i][0].root_id for i in idx}))
+            marks = self._registry(scope, sorted({items[i][0].batch_id for i in idx}))
+            for i in idx:
+                ident = items[i][0]
                 if ident.root_id in erased[scope]:
-                    out[i] = BatchRejected(
-                        "root_erased", f"root {ident.root_id} was erased in this environment", status=409
+                    out[i] = _root_erased(ident)
+                elif first[(scope, ident.batch_id)] == i:
+                    verdict = decide(
+                        marks.get(ident.batch_id, BatchMarks()), (ident.relation, ident.content_digest)
                     )
-                    continue
-                existing = known[scope].get(ident.batch_id)
-                if existing is not None:
-                    if existing.content_digest != ident.content_digest or existing.relation != ident.relation:
-                        out[i] = BatchRejected(
-                            "batch_digest_conflict",
-                            f"batch {ident.batch_id} is already visible in generation {scope.generation}"
-                            " with another content digest or relation",
-                            status=409,
+                    if verdict is None:
+                        out[i] = _conflict(ident, scope)
+                    elif verdict >= 0:
+                        out[i] = BatchState(
+                            ident.batch_id,
+                            scope.generation,
+                            ident.relation,
+                            verdict,
+                            ident.content_digest,
+                            True,
                         )
                     else:
-                        out[i] = existing
-                    continue
-                if table.num_rows:
-                    tables.setdefault(ident.relation, []).append(table)
-                registry.append(
-                    [
-                        scope.tenant_id,
-                        scope.project_id,
-                        scope.environment_id,
-                        scope.generation,
-                        ident.batch_id,
-                        ident.relation,
-                        ident.catalog_version,
-                        ident.root_id,
-                        ident.content_digest,
-                        table.num_rows,
-                        now,
-                    ]
+                        winners.append(i)
+        # 3. The winners' rows, one insert per relation, then their marks: a batch is marked
+        # (hence replayed without inserting) only after its rows are queryable.
+        tables: dict[str, list[int]] = {}
+        for i in winners:
+            if items[i][2].num_rows:
+                tables.setdefault(items[i][0].relation, []).append(i)
+        for relation, idx in tables.items():
+            self.client.insert_arrow(
+                relation,
+                pa.concat_tables([items[i][2] for i in idx]),
+                database=self.database,
+                settings={"insert_deduplication_token": _token(relation, [items[i] for i in idx])},
+            )
+        self._insert_registry(VISIBLE, [items[i] for i in winners])
+        for i in winners:
+            ident, scope, table = items[i]
+            out[i] = BatchState(
+                ident.batch_id, scope.generation, ident.relation, table.num_rows, ident.content_digest
+            )
+        for i in repeats:
+            ident, scope, _ = items[i]
+            if out[i] is not None:  # root erased
+                continue
+            head = first[(scope, ident.batch_id)]
+            done, h_ident = out[head], items[head][0]
+            if isinstance(done, BatchState) and (ident.relation, ident.content_digest) == (
+                h_ident.relation,
+                h_ident.content_digest,
+            ):
+                out[i] = BatchState(
+                    done.batch_id, done.generation, done.relation, done.rows, done.content_digest, True
                 )
-                state = BatchState(
-                    ident.batch_id, scope.generation, ident.relation, table.num_rows, ident.content_digest
-                )
-                known[scope][ident.batch_id] = BatchState(
-                    state.batch_id, state.generation, state.relation, state.rows, state.content_digest, True
-                )
-                out[i] = state
-            # A crash between these inserts is repaired by the retry: rows collapse on row_id, and
-            # a batch is registered (hence replayed without inserting) only after its rows.
-            for relation, parts in tables.items():
-                self.client.insert_arrow(relation, pa.concat_tables(parts), database=self.database)
-            if registry:
-                self.client.insert(
-                    ddl.REGISTRY_TABLE, registry, column_names=_REGISTRY_COLUMNS, database=self.database
-                )
+            else:
+                out[i] = _conflict(ident, scope)
         return [r for r in out if r is not None]
 
     # --- resident queries ------------------------------------------------------------------

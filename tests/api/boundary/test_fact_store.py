@@ -54,8 +54,11 @@ def test_ddl_sort_keys_and_bloom_index(store: FactStore) -> None:
 def test_duplicate_inserts_collapse_under_final(store: FactStore) -> None:
     rows = execution_facts("tdup", "p", "e", 1, 0)["calls_v1"]
     table = pa.Table.from_pylist(rows, schema=catalog.public_schema("calls_v1"))
-    store.client.insert_arrow("calls_v1", table, database=store.database)
-    store.client.insert_arrow("calls_v1", table, database=store.database)
+    # Two tokens: the tables' deduplication window would drop an identical repeat by its hash.
+    for n in range(2):
+        store.client.insert_arrow(
+            "calls_v1", table, database=store.database, settings={"insert_deduplication_token": f"dup{n}"}
+        )
     q = f"SELECT count() FROM {store.database}.calls_v1 {{final}} WHERE tenant_id = 'tdup'"
     assert store.client.query(q.format(final="")).result_rows[0][0] == 6
     assert store.client.query(q.format(final="FINAL")).result_rows[0][0] == 3

@@ -1,0 +1,166 @@
+"""Two fact stores with no shared process state (each its own chdb handle, no common lock) on one
+ClickHouse: a batch sent to both at once is visible once, a digest conflict is answered on either,
+the same way whatever the order; concurrent callers of one store share inserts."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+import pyarrow as pa
+import pytest
+from facts_fixtures import batch_id_for, execution_facts, make_batch
+
+from api.boundary.facts import ddl
+from api.boundary.facts.batch_check import BatchRejected, BatchScope
+from api.boundary.facts.batch_registry import BatchMarks, decide
+from api.boundary.facts.store import BatchIdentity, BatchState, FactStore
+from formats import catalog
+
+Item = tuple[BatchIdentity, BatchScope, pa.Table]
+
+
+@pytest.fixture(scope="module")
+def stores(chdb_path: Path, chdb_database: str) -> list[FactStore]:
+    out = []
+    for _ in range(2):
+        client = clickhouse_connect.get_client(interface="chdb", path=str(chdb_path.resolve()))
+        out.append(FactStore(client, database=chdb_database))
+    for s in out:
+        s.ensure_schema()
+    assert out[0].client is not out[1].client and out[0]._lock is not out[1]._lock
+    return out
+
+
+def _item(tenant: str, idx: int, *, rows: int = 3) -> Item:
+    facts = execution_facts(tenant, "p", "e", 1, idx)["calls_v1"][:rows]
+    root = facts[0]["execution_id"]
+    body, hdr = make_batch("calls_v1", facts, "e", 1, root)
+    table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
+    bid = batch_id_for("calls_v1", root)
+    return BatchIdentity(bid, "calls_v1", 1, root, hdr.content_digest), BatchScope(tenant, "p", "e", 1), table
+
+
+def _both_at_once(stores: list[FactStore], items: list[Item]) -> list[BatchState | BatchRejected]:
+    """items[k] goes to stores[k], released together."""
+    out: list[Any] = [None] * len(items)
+    gate = threading.Barrier(len(items))
+
+    def go(k: int) -> None:
+        gate.wait()
+        out[k] = stores[k].ingest_many([items[k]])[0]
+
+    ts = [threading.Thread(target=go, args=(k,)) for k in range(len(items))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def _final_rows(store: FactStore, tenant: str, root: str) -> int:
+    return int(
+        store.client.query(
+            f"SELECT count() FROM {store.database}.calls_v1 FINAL"
+            " WHERE tenant_id = {t:String} AND execution_id = {r:String}",
+            parameters={"t": tenant, "r": root},
+        ).result_rows[0][0]
+    )
+
+
+def test_the_same_batch_sent_to_both_replicas_at_once_is_visible_once(stores: list[FactStore]) -> None:
+    for idx in range(15):
+        item = _item("rsame", idx)
+        got = _both_at_once(stores, [item, item])
+        assert all(isinstance(g, BatchState) for g in got), got
+        assert {(g.content_digest, g.rows) for g in got if isinstance(g, BatchState)} == {
+            (item[0].content_digest, 3)
+        }
+        assert _final_rows(stores[0], "rsame", item[0].root_id) == 3
+        # Both replicas answer the replay from the registry alone.
+        for s in stores:
+            again = s.ingest_many([item])[0]
+            assert isinstance(again, BatchState) and again.replayed and again.rows == 3
+            assert s.registered_batch(item[1], item[0].batch_id) == again
+
+
+def test_another_digest_under_one_batch_id_is_a_conflict_on_either_replica(stores: list[FactStore]) -> None:
+    for idx in range(15):
+        a = _item("rconf", idx, rows=3)
+        b_ident, scope, b_table = _item("rconf", idx, rows=2)
+        b = (b_ident, scope, b_table)
+        assert a[0].batch_id == b_ident.batch_id and a[0].content_digest != b_ident.content_digest
+        got = _both_at_once(stores, [a, b] if idx % 2 else [b, a])
+        visible = [g for g in got if isinstance(g, BatchState)]
+        assert len(visible) <= 1, got
+        assert all(isinstance(g, BatchState) or g.code == "batch_digest_conflict" for g in got)
+        # Whatever the race decided, every later answer on either replica agrees with it.
+        for s in stores:
+            for cand in (a, b):
+                again = s.ingest_many([cand])[0]
+                if visible and cand[0].content_digest == visible[0].content_digest:
+                    assert isinstance(again, BatchState) and again.replayed
+                else:
+                    assert isinstance(again, BatchRejected) and again.code == "batch_digest_conflict"
+        want = visible[0].rows if visible else 0
+        assert _final_rows(stores[1], "rconf", a[0].root_id) == want
+        # A race that each side saw (both claims read back by both) has no winner: both answer
+        # conflict and no rows are written, so nothing disagrees later.
+
+
+def test_the_first_digest_wins_whatever_the_replica_order(stores: list[FactStore]) -> None:
+    for idx, order in enumerate(((0, 1), (1, 0))):
+        first, second = _item("rorder", idx, rows=3), _item("rorder", idx, rows=1)
+        ok = stores[order[0]].ingest_many([first])[0]
+        assert isinstance(ok, BatchState) and not ok.replayed
+        lost = stores[order[1]].ingest_many([second])[0]
+        assert isinstance(lost, BatchRejected) and lost.code == "batch_digest_conflict"
+        assert _final_rows(stores[0], "rorder", first[0].root_id) == 3
+
+
+def _inserts(store: FactStore, table: str) -> int:
+    # Every insert takes the next block number, whatever merges did to the parts since.
+    return int(
+        store.client.query(
+            "SELECT max(max_block_number) FROM system.parts"
+            " WHERE database = {d:String} AND table = {t:String}",
+            parameters={"d": store.database, "t": table},
+        ).result_rows[0][0]
+        or 0
+    )
+
+
+def test_concurrent_callers_of_one_store_share_inserts(stores: list[FactStore]) -> None:
+    store, n = stores[0], 48
+    before = {t: _inserts(store, t) for t in ("calls_v1", ddl.REGISTRY_TABLE)}
+    items = [_item("rgroup", idx) for idx in range(n)]
+    out: list[Any] = [None] * n
+
+    def go(k: int) -> None:
+        for i in range(k, n, 8):
+            out[i] = store.ingest_many([items[i]])[0]
+
+    ts = [threading.Thread(target=go, args=(k,)) for k in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert all(isinstance(o, BatchState) and not o.replayed for o in out)
+    fact_inserts = _inserts(store, "calls_v1") - before["calls_v1"]
+    assert fact_inserts < n / 2, fact_inserts
+    # A claim and a mark insert per flush, so as many flushes as fact inserts.
+    assert _inserts(store, ddl.REGISTRY_TABLE) - before[ddl.REGISTRY_TABLE] == 2 * fact_inserts
+    assert all(_final_rows(store, "rgroup", it[0].root_id) == 3 for it in items)
+
+
+def test_decide_from_registry_rows() -> None:
+    mine, other = ("calls_v1", "sha256:a"), ("calls_v1", "sha256:b")
+    assert decide(BatchMarks(claims={mine}), mine) == -1
+    assert decide(BatchMarks(claims={mine, other}), mine) is None
+    assert decide(BatchMarks(claims={mine, other}, visible={mine: 3}), mine) == 3
+    assert decide(BatchMarks(claims={mine}, visible={other: 3}), mine) is None
+    assert decide(BatchMarks(claims={mine}), ("threads_v1", "sha256:a")) is None
+    assert catalog.PUBLIC_RELATIONS  # the relation names above are real ones
+    assert "calls_v1" in catalog.PUBLIC_RELATIONS
