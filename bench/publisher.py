@@ -11,12 +11,20 @@ gateway app (tests/publisher/publisher_harness.Gateway; only Boundary's token ch
     - the publisher sequential (1 PUT at a time, compression inline: the previous design);
     - the publisher as configured (concurrent PUTs, compression on worker threads).
     Target: publisher / (zstd + SHA-256) >= 0.5.
+(c) ``--backlog N``: a backlog of about N small segments in the real writer's shape (one long
+    process, two small meta objects per one-second cycle: ``SynthConfig.long_run``), as after an
+    hour offline. Prints objects per second, flushes, the time until the cursor first advances,
+    and where the time went (per phase, authorize calls, fsyncs), next to moto's raw
+    ``put_object`` rate for the same objects at the same concurrency (the ceiling) and zstd +
+    SHA-256 alone, measured in the same run. ``--backlog-old`` also runs the previous flush
+    (everything in one flush, meta one PUT at a time). Target: >= 200 objects/s.
 (b) LiveSynth writes 50 executions per second; process CPU is measured without the publisher, then
     with it at the default 5 s flush interval and at 1 s. ``--profile`` prints the publisher
     threads' hottest functions (cProfile) for the 1 s run. Target: under 2% of one core.
 
     .venv/bin/python bench/publisher.py [--executions N] [--rate R] [--seconds S] [--profile]
         [--skip-throughput] [--skip-cpu]
+    .venv/bin/python bench/publisher.py --backlog 10000 [--backlog-old]
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import cProfile
 import hashlib
 import io
 import json
+import os
 import pstats
 import shutil
 import subprocess
@@ -36,6 +45,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "publisher"))
@@ -50,6 +60,7 @@ from formats.synth import LiveSynth, SynthConfig, synthesize  # noqa: E402
 from formats.value_pack import build_pack, pack_flush_ids  # noqa: E402
 from formats.zstd_frame import compress_object  # noqa: E402
 from publisher import Publisher, PublisherSettings  # noqa: E402
+from publisher.flush import FlushReport  # noqa: E402
 from publisher.plan import split_packs  # noqa: E402
 
 _GATEWAYS = """
@@ -188,6 +199,9 @@ def bench_throughput(servers: Servers, executions: int, rate: float) -> None:
     concurrency = PublisherSettings().upload_concurrency
     raw1 = raw_puts(servers.s3, bodies, 1)
     rawn = raw_puts(servers.s3, bodies, concurrency)
+    # One stream's metas land one at a time: the serial PUT rate bounds that lane.
+    metas = [compress_object(f.read_bytes()) for f in files if f.suffix == ".bamlmeta"][:500]
+    raw1 = raw_puts(servers.s3, metas, 1)
     seq, n_seq = publish_all(
         work / "b" / "profiles-v1", servers.urls["seq"], upload_concurrency=1, compress_workers=1
     )
@@ -205,6 +219,168 @@ def bench_throughput(servers: Servers, executions: int, rate: float) -> None:
     )
     print(f"ratio publisher / (zstd + SHA-256): {base / par:.2f} (target >= 0.5)")
     print(f"ratio publisher / moto raw PUTs at {concurrency}: {rawn / par:.2f}")
+
+
+class _FsyncCounter:
+    """Counts ``os.fsync`` calls in this process (the publisher's and the store's; the servers run
+    in their own processes)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._real = os.fsync
+
+    def __enter__(self) -> _FsyncCounter:
+        def counted(fd: int) -> None:
+            self.calls += 1
+            self._real(fd)
+
+        os.fsync = counted  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.fsync = self._real  # type: ignore[assignment]
+
+
+class _CursorWatch:
+    """Polls the streams' ``publisher.cursor`` files: when each first moves, and how often."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.first_advance: float | None = None
+        self.advances = 0
+        self._seen: dict[Path, bytes] = {}
+        self._stop = threading.Event()
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.poll()
+
+    def poll(self) -> None:
+        for path in (self.root / "streams").glob("*/publisher.cursor"):
+            try:
+                raw = path.read_bytes()
+            except OSError:
+                continue
+            if self._seen.get(path) != raw:
+                self._seen[path] = raw
+                self.advances += 1
+                if self.first_advance is None:
+                    self.first_advance = time.perf_counter() - self._started
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.poll()
+
+
+def _ship_backlog(root: Path, gateway: str, label: str, **settings: object) -> float:
+    """Ship the whole backlog with the publisher thread (a flush that leaves ``more`` is followed
+    by the next at once). Prints the figures; returns objects per second."""
+    pub = Publisher(PublisherSettings(gateway_url=gateway, token=TOKEN, profile_dir=root, **settings))  # type: ignore[arg-type]
+    reports: list[FlushReport] = []
+    flush = pub._flusher.flush
+
+    def recorded(*args: Any, **kw: Any) -> FlushReport:
+        report = flush(*args, **kw)
+        reports.append(report)
+        return report
+
+    pub._flusher.flush = recorded  # type: ignore[method-assign]
+    with _FsyncCounter() as fsyncs:
+        watch = _CursorWatch(root)
+        started = time.perf_counter()
+        pub.start()
+        while not reports or reports[-1].more:
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - started
+        assert pub.flush_and_join(60)
+        watch.stop()
+    stats = pub.stats()
+    assert not stats["errors"], stats["errors"]
+    phases: dict[str, float] = {}
+    for report in reports:
+        for name, seconds in report.phases.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+    objects = sum(r.shipped + r.stored for r in reports)
+    longest = max(r.duration_seconds for r in reports)
+    calls = stats["authorize_latency"]["count"]
+    entries = sum(stats["authorize_outcomes"].values())
+    first = f"{watch.first_advance:.2f} s" if watch.first_advance is not None else "never"
+    print(
+        f"{label:<34} {objects / elapsed:8.1f} objects/s ({objects} objects in {elapsed:.2f} s); "
+        f"{len(reports)} flushes, longest {longest:.2f} s; cursor first advanced after {first}, "
+        f"{watch.advances} cursor writes seen"
+    )
+    print(
+        f"{'':<34} authorize: {calls} calls for {entries} entries, "
+        f"{stats['authorize_latency']['total_seconds']:.2f} s summed; "
+        f"fsyncs {fsyncs.calls} ({fsyncs.calls / max(1, objects):.3f} per object)"
+    )
+    if phases:
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
+        print(f"{'':<34} phases (wall, summed over flushes): {parts}")
+    return objects / elapsed
+
+
+def bench_backlog(servers: Servers, n: int, with_old: bool, cache: Path | None) -> None:
+    work = Path(tempfile.mkdtemp())
+    root = work / "new" / "profiles-v1"
+    # The real writer's shape: two meta objects per one-second cycle and a data segment every
+    # other one, so about 2/3 of N are meta. Each run starts its own moto, so keys are fresh.
+    config = SynthConfig.long_run(meta_objects=-(-2 * n // 3), seed=12)
+    t0 = time.perf_counter()
+    source = cache / f"backlog-{n}" / "profiles-v1" if cache is not None else root
+    if not source.is_dir():
+        synthesize(source, config, keep_truth=False)
+    if source != root:
+        shutil.copytree(source, root)
+    synth_s = time.perf_counter() - t0
+    if with_old:
+        shutil.copytree(root, work / "old" / "profiles-v1")
+    files = ship_files(root)
+    counts = {s: sum(1 for f in files if f.suffix == s) for s in (".bamlmeta", ".bamldata", ".bamlvalue")}
+    mean = sum(f.stat().st_size for f in files) / max(1, len(files))
+    print(
+        f"backlog: {len(files)} files ({counts['.bamlmeta']} meta, {counts['.bamldata']} data, "
+        f"{counts['.bamlvalue']} CAS), mean {mean / 1e3:.1f} kB; synthesized (or copied) in {synth_s:.1f} s"
+    )
+    base = baseline(files)
+    bodies = publisher_bodies(files)
+    concurrency = PublisherSettings().upload_concurrency
+    rawn = raw_puts(servers.s3, bodies, concurrency)
+    # One stream's metas land one at a time: the serial PUT rate bounds that lane.
+    metas = [compress_object(f.read_bytes()) for f in files if f.suffix == ".bamlmeta"][:500]
+    raw1 = raw_puts(servers.s3, metas, 1)
+    print(f"{'zstd + SHA-256 alone (1 thread):':<34} {len(files) / base:8.1f} files/s ({base:.2f} s)")
+    print(
+        f"{f'moto raw put_object, {concurrency} at a time:':<34} {len(bodies) / rawn:8.1f} objects/s "
+        f"({rawn:.2f} s, {len(bodies)} PUTs; the ceiling)"
+    )
+    print(
+        f"{'moto raw put_object, 1 at a time:':<34} {len(metas) / raw1:8.1f} objects/s "
+        f"({len(metas)} metas; one stream's meta lane)"
+    )
+    if with_old:
+        _ship_backlog(
+            work / "old" / "profiles-v1",
+            servers.urls["backlog-old"],
+            "publisher, previous flush:",
+            **_OLD_FLUSH,
+        )
+    rate = _ship_backlog(root, servers.urls["backlog"], "publisher:")
+    print(
+        f"target >= 200 objects/s: {'met' if rate >= 200 else 'NOT met'}; "
+        f"{rate / (len(bodies) / rawn):.2f} of moto's raw rate"
+    )
+    shutil.rmtree(work, ignore_errors=True)
+
+
+# The flush before issue 12: one flush for the whole backlog, nothing pipelined (the gateway's
+# segment listing cannot be turned off from here: run the bench at the commit before for that).
+_OLD_FLUSH: dict[str, object] = {"max_flush_objects": 10**9, "pipeline_flushes": False}
 
 
 def _thread_cpu(prefix: str) -> float:
@@ -279,6 +455,11 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-cpu", action="store_true")
+    parser.add_argument("--backlog", type=int, default=0, help="ship a backlog of N small segments only")
+    parser.add_argument("--backlog-old", action="store_true", help="also run the previous flush on it")
+    parser.add_argument(
+        "--backlog-cache", type=Path, default=None, help="keep the synthesized backlog here for reruns"
+    )
     args = parser.parse_args()
     servers = Servers(
         [
@@ -286,9 +467,14 @@ def main() -> None:
             ("seq", "bench-seq", 5.0),
             ("cpu5", "bench-cpu5", 5.0),
             ("cpu1", "bench-cpu1", 1.0),
+            ("backlog", "bench-backlog", 5.0),
+            ("backlog-old", "bench-backlog-old", 5.0),
         ]
     )
     try:
+        if args.backlog:
+            bench_backlog(servers, args.backlog, args.backlog_old, args.backlog_cache)
+            return
         if not args.skip_throughput:
             bench_throughput(servers, args.executions, args.rate)
         if not args.skip_cpu:

@@ -19,6 +19,7 @@ from formats import cas
 from formats.errors import FormatError, UnsupportedVersionError
 from formats.integrity import verify_trailer
 from formats.profile_store import Plane, ProfileStore
+from formats.profile_store.cursor import Cursor
 from formats.profile_store.store import CasFile
 from formats.segment_names import read_segment_header
 from formats.upload_wire import (
@@ -188,16 +189,23 @@ class Collector:
         blocks: plan.PlaneBlocks,
         *,
         max_flush_bytes: int,
+        max_flush_objects: int = 1 << 62,
         executor: Executor | None = None,
         window: int = 4,
     ) -> None:
         self.store = store
         self.blocks = blocks
         self.max_flush_bytes = max_flush_bytes
+        self.max_flush_objects = max_flush_objects
         self.executor = executor
         self.window = window
         self._reported_cas: dict[str, str] = {}  # path name -> reason, so a bad file is counted once
         self.cas_index = PendingCasIndex(store)
+        # Pipelined flushes (publisher/flush.py): where the previous flush, whose meta wave and
+        # cursor write are still running, will have left each plane, and the CAS files it carries
+        # (marked when it finishes). Collection starts there instead of re-reading them.
+        self.assumed_starts: dict[tuple[str, Plane], int] = {}
+        self.in_flight_cas: set[Path] = set()
         # Streams found fully shipped, with their plane directories' mtimes then: while those are
         # unchanged nothing was committed or released there, so the stream is skipped (dead
         # processes' streams stay in the root; they must not cost locks and listings every flush).
@@ -206,6 +214,7 @@ class Collector:
     def collect(self, flush_id: str, config: PublisherConfig, *, now: float | None = None) -> Collected:
         mono = time.monotonic() if now is None else now
         budget = [self.max_flush_bytes]
+        objects_left = self.max_flush_objects
         planes: list[PlanePlan] = []
         skips: list[Skip] = []
         more = False
@@ -219,13 +228,46 @@ class Collector:
             # One lock hold: the high-waters and the on-disk lists agree (no commit in between).
             snap = self.store.stream_snapshot(euid)
             cursor, meta_hw, data_hw = snap.cursor, snap.meta_high_water, snap.data_high_water
-            for plane, start, high, on_disk in (
-                (Plane.DATA, cursor.data, data_hw, snap.data_on_disk),
-                (Plane.META, cursor.meta, meta_hw, snap.meta_on_disk),
-            ):
-                pp = self._collect_plane(
-                    flush_id, euid, plane, start, high, on_disk, config, mono, budget, skips
-                )
+            cursor = Cursor(
+                meta=max(cursor.meta, self.assumed_starts.get((euid, Plane.META), 0)),
+                data=max(cursor.data, self.assumed_starts.get((euid, Plane.DATA), 0)),
+            )
+            data_cap, _ = plan.split_object_budget(
+                objects_left, max(0, data_hw - cursor.data), max(0, meta_hw - cursor.meta)
+            )
+            data = self._collect_plane(
+                flush_id,
+                euid,
+                Plane.DATA,
+                cursor.data,
+                data_hw,
+                snap.data_on_disk,
+                config,
+                mono,
+                budget,
+                skips,
+                max_objects=data_cap,
+            )
+            objects_left -= len(data.objects)
+            # A data plane cut short by the budget: metas naming data beyond what this flush carries
+            # would only wait (checklist item 12), so the meta plane stops before the first of them.
+            data_limit = (data.objects[-1].sequence or cursor.data) if data.objects else cursor.data
+            meta = self._collect_plane(
+                flush_id,
+                euid,
+                Plane.META,
+                cursor.meta,
+                meta_hw,
+                snap.meta_on_disk,
+                config,
+                mono,
+                budget,
+                skips,
+                max_objects=objects_left,
+                data_high_water_limit=data_limit if data.truncated else None,
+            )
+            objects_left -= len(meta.objects)
+            for pp in (data, meta):
                 more = more or pp.truncated
                 planes.append(pp)
             caught_up = cursor.meta >= meta_hw and cursor.data >= data_hw
@@ -288,6 +330,9 @@ class Collector:
         now: float,
         budget: list[int],
         skips: list[Skip],
+        *,
+        max_objects: int,
+        data_high_water_limit: int | None = None,
     ) -> PlanePlan:
         kind: ObjectKind = "meta_segment" if plane is Plane.META else "data_segment"
         verdicts: list[tuple[int, SegmentVerdict]] = []
@@ -295,7 +340,9 @@ class Collector:
         may_skip: list[int] = []
         oldest: float | None = None
         truncated = False
-        if high > cursor:
+        if high > cursor and max_objects <= 0:
+            truncated = True  # the flush's object budget is spent: the next flush starts at once
+        elif high > cursor:
             on_disk = {s for s in listed if s > cursor}
             first_on_disk = min(on_disk, default=None)
 
@@ -310,7 +357,13 @@ class Collector:
                     if prep.mtime is not None:
                         oldest = prep.mtime
                     verdict = prep.verdict
-                    if verdict is SegmentVerdict.OK and budget[0] < prep.raw_size and objects:
+                    if verdict is SegmentVerdict.OK and (
+                        (budget[0] < prep.raw_size and objects)
+                        or len(objects) >= max_objects
+                        or (
+                            data_high_water_limit is not None and prep.data_high_water > data_high_water_limit
+                        )
+                    ):
                         truncated = True  # the rest waits for the next flush, which starts at once
                         break
                     if verdict is not SegmentVerdict.OK:
@@ -369,7 +422,7 @@ class Collector:
         owner = _pack_owner(planes, streams)
         # Reading and checking a CAS file is mostly per-file Python work (most are small values), which a
         # thread hop would only add to: inline. Large values and tables compress on the pool below.
-        reads = (self._read_cas(f, config) for f in pending)
+        reads = (self._read_cas(f, config) for f in pending if f.path not in self.in_flight_cas)
         for item in reads:
             f = item.file
             if item.vanished:

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -94,6 +94,17 @@ class _Pools:
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
+class _PhaseClock:
+    def __init__(self, phases: dict[str, float]) -> None:
+        self.phases = phases
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self._last
+        self._last = now
+
+
 class ShippingStopped(Exception):
     """The gateway refused the token (401/403/409): stop shipping, keep files, poll config."""
 
@@ -113,10 +124,29 @@ class FlushReport:
     cursors: dict[str, tuple[int, int]] = field(default_factory=dict)  # euid -> (meta, data)
     more: bool = False
     duration_seconds: float = 0.0
+    # Wall seconds per step (collect, authorize, put_cas, put_data, put_meta, finalize): where a
+    # flush spends its time, for the benchmark and for operators reading a slow flush.
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.failed
+
+    def merge(self, other: FlushReport) -> None:
+        """Add what the previous flush's meta wave and finalize did (pipelined flushes)."""
+        self.shipped += other.shipped
+        self.stored += other.stored
+        self.conflicts.extend(other.conflicts)
+        self.failed.extend(other.failed)
+        self.cursors.update(other.cursors)
+        for name, seconds in other.phases.items():
+            self.phases[f"previous_{name}"] = self.phases.get(f"previous_{name}", 0.0) + seconds
+
+
+@dataclass
+class _Tail:
+    future: Future[bool]
+    report: FlushReport
 
 
 @dataclass
@@ -152,6 +182,7 @@ class Flusher:
             store,
             self.blocks,
             max_flush_bytes=settings.max_flush_bytes,
+            max_flush_objects=settings.max_flush_objects,
             window=2 * max(1, settings.compress_workers),
         )
         self._sleep = sleep
@@ -161,13 +192,40 @@ class Flusher:
         self._expiry_ran: float | None = None  # monotonic
         self._clean_signature: tuple[int, int, int, int] | None = None
         self._clean_at: float = 0.0  # monotonic time of the flush that left nothing to do
+        # The meta wave and finalize of the previous flush of a backlog, still running on the
+        # meta lane while this flush collects, authorizes and PUTs its data (see ``_ship``).
+        self._tail: _Tail | None = None
+        self._meta_lane: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
-        self._pools.close()
+        try:
+            self.drain()
+        except Exception:  # already counted by the lane; the host must not see it
+            log.warning("publisher: the last flush's meta wave ended in an error")
+        finally:
+            self._pools.close()
+            lane, self._meta_lane = self._meta_lane, None
+            if lane is not None:
+                lane.shutdown(wait=False)
 
     def after_fork(self) -> None:
         """A forked child has no pool threads: start fresh ones on demand."""
         self._pools = _Pools(self.settings.compress_workers, self.settings.upload_concurrency)
+        self._tail, self._meta_lane = None, None
+
+    def drain(self, report: FlushReport | None = None) -> bool:
+        """Wait for the previous flush's meta wave and finalize (if one is running) and add what it
+        did to ``report``. True when it shipped every meta it planned (so the next flush may start
+        its metas where that one ended); an error in it is raised here."""
+        tail, self._tail = self._tail, None
+        self.collector.assumed_starts = {}
+        self.collector.in_flight_cas = set()
+        if tail is None:
+            return True
+        covered = tail.future.result()
+        if report is not None:
+            report.merge(tail.report)
+        return covered
 
     # ----------------------------------------------------------------------------- entry point
 
@@ -182,6 +240,7 @@ class Flusher:
         try:
             self.collector.executor = self._pools.cpu()
             collected = self.collector.collect(flush_id, config)
+            report.phases["collect"] = time.monotonic() - started
             report.more = collected.more
             for skip in collected.skips:
                 self.metrics.count("skipped", skip.reason)
@@ -190,8 +249,10 @@ class Flusher:
             self._gauges(collected)
             if collected.cas_objects or any(pp.objects or pp.selection.skipped for pp in collected.planes):
                 self._ship(collected, config, deadline, report)
+            else:
+                self.drain(report)
             self._retention(config)
-            if report.ok and not report.more and not self.blocks.blocked():
+            if report.ok and not report.more and self._tail is None and not self.blocks.blocked():
                 self._clean_signature, self._clean_at = signature, started
         finally:
             report.duration_seconds = time.monotonic() - started
@@ -219,13 +280,16 @@ class Flusher:
         cursor, so no meta notification fires before its data (checklist item 12).
         """
         all_objects = [*c.cas_objects, *(o for pp in c.planes for o in pp.objects)]
+        clock = _PhaseClock(report.phases)
         auth = self._authorize_all(all_objects, config, deadline)
+        clock.lap("authorize")
 
         done: set[int] = set()  # id(obj) of objects in the bucket (or a reported conflict)
         cas = sorted(c.cas_objects, key=lambda o: plan.upload_sort_key(o.kind, None, o.cid or o.flush_id))
         cas_results = self._deliver_all(cas, auth, deadline, report)
         done.update(id(o) for o, ok in zip(cas, cas_results, strict=True) if ok)
         cas_ok = all(cas_results)
+        clock.lap("put_cas")
 
         new_cursor: dict[tuple[str, Plane], int] = {}
         data_planes = [pp for pp in c.planes if pp.plane is Plane.DATA]
@@ -234,22 +298,72 @@ class Flusher:
         data_objects = [o for pp in data_planes for o in pp.objects] if cas_ok else []
         data_results = self._deliver_all(data_objects, auth, deadline, report)
         done.update(id(o) for o, ok in zip(data_objects, data_results, strict=True) if ok)
+        clock.lap("put_data")
         for pp in data_planes:
             finished = set(pp.selection.skipped)
             finished.update(o.sequence for o in pp.objects if id(o) in done and o.sequence is not None)
             candidates = sorted([*pp.selection.ship, *pp.selection.skipped])
             new_cursor[(pp.euid, pp.plane)] = plan.advance_cursor(pp.cursor, candidates, finished)
 
+        # Metas land one at a time per stream, ascending, across flushes too: the previous flush's
+        # must all be in before this one's start. If it left one out, this flush's metas (collected
+        # from where it should have ended) would land past a gap: they wait for the next flush.
+        if not self.drain(report):
+            meta_planes = []
+        clock.lap("wait_previous")
+        if c.more and self.settings.pipeline_flushes:
+            # A backlog: this flush's meta wave and finalize run on the meta lane while the next
+            # flush collects, authorizes and PUTs its data. Its report joins the next flush's.
+            assumed = dict(new_cursor)  # data: exact (its wave is done); meta: if the lane ships all
+            for pp in meta_planes:
+                assumed[(pp.euid, Plane.META)] = max([pp.cursor, *pp.selection.ship, *pp.selection.skipped])
+            tail_report = FlushReport(report.flush_id)
+            future = self._lane().submit(
+                self._meta_and_finalize, c, meta_planes, new_cursor, done, auth, deadline, cas_ok, tail_report
+            )
+            self._tail = _Tail(future, tail_report)
+            self.collector.assumed_starts = assumed
+            self.collector.in_flight_cas = {path for obj in c.cas_objects for path in obj.cas_paths}
+            return
+        self._meta_and_finalize(c, meta_planes, new_cursor, done, auth, deadline, cas_ok, report)
+        clock.lap("put_meta_and_finalize")
+
+    def _lane(self) -> ThreadPoolExecutor:
+        if self._meta_lane is None:
+            self._meta_lane = ThreadPoolExecutor(1, thread_name_prefix="baml-publisher-meta")
+        return self._meta_lane
+
+    def _meta_and_finalize(
+        self,
+        c: Collected,
+        meta_planes: list[PlanePlan],
+        new_cursor: dict[tuple[str, Plane], int],
+        done: set[int],
+        auth: dict[int, AuthorizedObject],
+        deadline: float,
+        cas_ok: bool,
+        report: FlushReport,
+    ) -> bool:
+        """Each stream's metas one at a time, ascending (streams side by side), then cursor, markers
+        and release. True when every meta this flush planned is under the new cursor."""
+        started = time.monotonic()
+
         def meta_wave(pp: PlanePlan) -> int:
             data_cursor = new_cursor.get((pp.euid, Plane.DATA), pp.cursor)
             return self._ship_meta_plane(pp, auth, deadline, report, done, cas_ok, data_cursor)
 
+        covered = True
         for pp, through in zip(meta_planes, self._map_io(meta_wave, meta_planes), strict=True):
             new_cursor[(pp.euid, pp.plane)] = through
+            covered = covered and through >= max([pp.cursor, *pp.selection.ship, *pp.selection.skipped])
+        report.phases["put_meta"] = report.phases.get("put_meta", 0.0) + time.monotonic() - started
 
         if self.hooks.before_cursor is not None:
             self.hooks.before_cursor()
+        t0 = time.monotonic()
         self._finalize(c, new_cursor, done, report)
+        report.phases["finalize"] = report.phases.get("finalize", 0.0) + time.monotonic() - t0
+        return covered
 
     def _map_io(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
         """``fn`` over ``items`` on the PUT pool (inline for one item); exceptions propagate."""
@@ -298,11 +412,12 @@ class Flusher:
     def _finalize(
         self, c: Collected, new_cursor: dict[tuple[str, Plane], int], done: set[int], report: FlushReport
     ) -> None:
+        cursors: dict[str, tuple[int, int]] = {}
         for euid in sorted({pp.euid for pp in c.planes}):
             old = self.store.read_cursor(euid)
             meta = max(old.meta, new_cursor.get((euid, Plane.META), old.meta))
             data = max(old.data, new_cursor.get((euid, Plane.DATA), old.data))
-            report.cursors[euid] = (meta, data)
+            cursors[euid] = report.cursors[euid] = (meta, data)
             if (meta, data) != (old.meta, old.data):
                 self.store.write_cursor(euid, meta, data)
                 log.info("publisher cursor %s meta=%d data=%d (flush %s)", euid, meta, data, c.flush_id)
@@ -319,7 +434,7 @@ class Flusher:
             for _ in missing:
                 self.metrics.count("errors", "mark_shipped")  # the file vanished: it re-ships if reused
             self._note_marked(len(paths) - len(missing))
-        for euid, (meta, data) in report.cursors.items():
+        for euid, (meta, data) in cursors.items():
             for plane, through in ((Plane.DATA, data), (Plane.META, meta)):
                 if through:
                     freed = self.store.release_segments(euid, plane, through)

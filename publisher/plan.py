@@ -162,6 +162,22 @@ def advance_cursor(cursor: int, candidates: Sequence[int], done: Iterable[int]) 
     return new
 
 
+def split_object_budget(budget: int, pending_data: int, pending_meta: int) -> tuple[int, int]:
+    """Share a flush's object budget between a stream's data and meta planes, in proportion to what
+    each has pending (both grow with the writer's cycles, so a bounded flush of a backlog carries
+    the metas together with the data they name, and the projector sees progress every flush; all
+    data first would hold every meta back until the whole data backlog had shipped). Each plane
+    with something pending gets at least one object when the budget allows."""
+    budget = max(0, budget)
+    total = pending_data + pending_meta
+    if total <= budget:
+        return pending_data, budget - pending_data
+    data = -(-budget * pending_data // total) if pending_data else 0
+    if pending_meta and data >= budget and budget > 1:
+        data = budget - 1
+    return data, budget - data
+
+
 def meta_may_ship(meta_data_high_water: int, data_cursor_after_flush: int) -> bool:
     """A meta segment may be PUT once every data segment committed before it is in the bucket."""
     return meta_data_high_water <= data_cursor_after_flush

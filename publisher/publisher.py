@@ -157,7 +157,11 @@ class Publisher:
             self._refresh_config(force=True)
             if self._stopped_reason is not None:
                 return None
-            return self._flush_once(deadline)
+            report = self._flush_once(deadline)
+            # No flush after this call: its meta wave must end while the lease is held.
+            if report is not None:
+                self._drain(report)
+            return report
         finally:
             self._release_lease()
 
@@ -232,6 +236,16 @@ class Publisher:
             report = self._flush_once(deadline)
             if report is None or not report.more:
                 return
+
+    def _drain(self, report: FlushReport) -> None:
+        try:
+            self._flusher.drain(report)
+        except ShippingStopped:
+            self._set_stopped("unauthorized")
+            self._config_loaded_at = None
+        except Exception as exc:
+            log.error("publisher flush failed: %s", type(exc).__name__)
+            self.metrics.count("errors", f"flush_{type(exc).__name__}")
 
     def _flush_once(self, deadline: float) -> FlushReport | None:
         self.metrics.set_state("flushing")

@@ -59,6 +59,17 @@ class PublisherSettings(BaseSettings):
     max_flush_bytes: int = Field(
         512 * 1024 * 1024, gt=0, description="Raw bytes one flush collects at most (bounded memory)."
     )
+    pipeline_flushes: bool = Field(
+        True,
+        description="On a backlog, run a flush's meta wave and cursor write while the next flush "
+        "collects, authorizes and PUTs its data (metas stay one at a time per stream).",
+    )
+    max_flush_objects: int = Field(
+        500,
+        ge=1,
+        description="Segments one flush ships at most: a backlog goes in bounded flushes, each moving "
+        "the cursor, the next starting at once.",
+    )
 
     @field_validator("gateway_url")
     @classmethod
