@@ -302,7 +302,7 @@ def _ship_backlog(root: Path, gateway: str, label: str, **settings: object) -> f
     assert not stats["errors"], stats["errors"]
     phases: dict[str, float] = {}
     for report in reports:
-        for name, seconds in report.phases.items():
+        for name, seconds in getattr(report, "phases", {}).items():
             phases[name] = phases.get(name, 0.0) + seconds
     objects = sum(r.shipped + r.stored for r in reports)
     longest = max(r.duration_seconds for r in reports)

@@ -7,6 +7,7 @@ every file's trailing SHA-256. Payloads are never parsed and bytes are never cha
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -233,7 +234,11 @@ class Collector:
                 data=max(cursor.data, self.assumed_starts.get((euid, Plane.DATA), 0)),
             )
             data_cap, _ = plan.split_object_budget(
-                objects_left, max(0, data_hw - cursor.data), max(0, meta_hw - cursor.meta)
+                objects_left,
+                max(0, data_hw - cursor.data),
+                max(0, meta_hw - cursor.meta),
+                data_cursor=cursor.data,
+                meta_data_high_water=functools.partial(self._peek_data_high_water, euid, cursor.meta),
             )
             data = self._collect_plane(
                 flush_id,
@@ -280,6 +285,21 @@ class Collector:
             flush_id, planes, streams, config, skips
         )
         return Collected(flush_id, planes, cas_objects, skips, pending_values, pending_tables, more)
+
+    def _peek_data_high_water(self, euid: str, meta_cursor: int, k: int) -> int | None:
+        """The k-th pending meta header's ``data_high_water``, to plan a bounded flush (unverified:
+        the file is verified when collected; a wrong value here only makes a poorer split)."""
+        end = _META_DATA_HIGH_WATER_OFFSET + _META_DATA_HIGH_WATER.size
+        try:
+            with open(self.store.segment_path(euid, Plane.META, meta_cursor + k), "rb") as f:
+                head = f.read(end)
+        except OSError:
+            return None
+        return (
+            _META_DATA_HIGH_WATER.unpack_from(head, _META_DATA_HIGH_WATER_OFFSET)[0]
+            if len(head) == end
+            else None
+        )
 
     def _plane_mtimes(self, euid: str) -> tuple[int, int] | None:
         try:

@@ -145,8 +145,13 @@ class FlushReport:
 
 @dataclass
 class _Tail:
-    future: Future[bool]
+    """A flush whose meta wave runs on the meta lane; finalized by the next flush (or ``drain``)."""
+
+    collected: Collected
+    new_cursor: dict[tuple[str, Plane], int]
+    done: set[int]
     report: FlushReport
+    future: Future[bool] = field(default_factory=Future)
 
 
 @dataclass
@@ -214,18 +219,31 @@ class Flusher:
         self._tail, self._meta_lane = None, None
 
     def drain(self, report: FlushReport | None = None) -> bool:
-        """Wait for the previous flush's meta wave and finalize (if one is running) and add what it
-        did to ``report``. True when it shipped every meta it planned (so the next flush may start
-        its metas where that one ended); an error in it is raised here."""
+        """Finish the previous flush if its meta wave is still running: wait for it, then write its
+        cursor, markers and releases, adding what it did to ``report``. True when it shipped every
+        meta it planned (so the next flush may start its metas where that one ended). An error in
+        its meta wave is raised here (its cursor then stays: what it shipped answers ``stored``)."""
+        tail, covered = self._await_metas()
+        if tail is not None:
+            self._finish(tail, report)
+        return covered
+
+    def _await_metas(self) -> tuple[_Tail | None, bool]:
         tail, self._tail = self._tail, None
         self.collector.assumed_starts = {}
         self.collector.in_flight_cas = set()
         if tail is None:
-            return True
-        covered = tail.future.result()
+            return None, True
+        return tail, tail.future.result()
+
+    def _finish(self, tail: _Tail, report: FlushReport | None) -> None:
+        if self.hooks.before_cursor is not None:
+            self.hooks.before_cursor()
+        t0 = time.monotonic()
+        self._finalize(tail.collected, tail.new_cursor, tail.done, tail.report)
+        tail.report.phases["finalize"] = time.monotonic() - t0
         if report is not None:
             report.merge(tail.report)
-        return covered
 
     # ----------------------------------------------------------------------------- entry point
 
@@ -308,34 +326,41 @@ class Flusher:
         # Metas land one at a time per stream, ascending, across flushes too: the previous flush's
         # must all be in before this one's start. If it left one out, this flush's metas (collected
         # from where it should have ended) would land past a gap: they wait for the next flush.
-        if not self.drain(report):
+        previous, covered = self._await_metas()
+        if not covered:
             meta_planes = []
         clock.lap("wait_previous")
         if c.more and self.settings.pipeline_flushes:
-            # A backlog: this flush's meta wave and finalize run on the meta lane while the next
-            # flush collects, authorizes and PUTs its data. Its report joins the next flush's.
+            # A backlog: this flush's meta wave runs on the meta lane while the previous flush is
+            # finalized here and the next flush collects, authorizes and PUTs its data; the next
+            # flush finalizes this one. What it did is reported with the flush that finalizes it.
             assumed = dict(new_cursor)  # data: exact (its wave is done); meta: if the lane ships all
             for pp in meta_planes:
                 assumed[(pp.euid, Plane.META)] = max([pp.cursor, *pp.selection.ship, *pp.selection.skipped])
-            tail_report = FlushReport(report.flush_id)
-            future = self._lane().submit(
-                self._meta_and_finalize, c, meta_planes, new_cursor, done, auth, deadline, cas_ok, tail_report
+            tail = _Tail(c, new_cursor, done, FlushReport(report.flush_id))
+            tail.future = self._lane().submit(
+                self._meta_wave, meta_planes, new_cursor, done, auth, deadline, cas_ok, tail.report
             )
-            self._tail = _Tail(future, tail_report)
+            self._tail = tail
             self.collector.assumed_starts = assumed
             self.collector.in_flight_cas = {path for obj in c.cas_objects for path in obj.cas_paths}
+            if previous is not None:
+                self._finish(previous, report)
+            clock.lap("finalize_previous")
             return
-        self._meta_and_finalize(c, meta_planes, new_cursor, done, auth, deadline, cas_ok, report)
-        clock.lap("put_meta_and_finalize")
+        if previous is not None:
+            self._finish(previous, report)
+        self._meta_wave(meta_planes, new_cursor, done, auth, deadline, cas_ok, report)
+        clock.lap("put_meta")
+        self._finish(_Tail(c, new_cursor, done, report), None)  # records its "finalize" phase
 
     def _lane(self) -> ThreadPoolExecutor:
         if self._meta_lane is None:
             self._meta_lane = ThreadPoolExecutor(1, thread_name_prefix="baml-publisher-meta")
         return self._meta_lane
 
-    def _meta_and_finalize(
+    def _meta_wave(
         self,
-        c: Collected,
         meta_planes: list[PlanePlan],
         new_cursor: dict[tuple[str, Plane], int],
         done: set[int],
@@ -344,25 +369,19 @@ class Flusher:
         cas_ok: bool,
         report: FlushReport,
     ) -> bool:
-        """Each stream's metas one at a time, ascending (streams side by side), then cursor, markers
-        and release. True when every meta this flush planned is under the new cursor."""
+        """Each stream's metas one at a time, ascending (streams side by side); records each meta
+        plane's new cursor. True when every meta this flush planned shipped."""
         started = time.monotonic()
 
-        def meta_wave(pp: PlanePlan) -> int:
+        def wave(pp: PlanePlan) -> int:
             data_cursor = new_cursor.get((pp.euid, Plane.DATA), pp.cursor)
             return self._ship_meta_plane(pp, auth, deadline, report, done, cas_ok, data_cursor)
 
         covered = True
-        for pp, through in zip(meta_planes, self._map_io(meta_wave, meta_planes), strict=True):
+        for pp, through in zip(meta_planes, self._map_io(wave, meta_planes), strict=True):
             new_cursor[(pp.euid, pp.plane)] = through
             covered = covered and through >= max([pp.cursor, *pp.selection.ship, *pp.selection.skipped])
         report.phases["put_meta"] = report.phases.get("put_meta", 0.0) + time.monotonic() - started
-
-        if self.hooks.before_cursor is not None:
-            self.hooks.before_cursor()
-        t0 = time.monotonic()
-        self._finalize(c, new_cursor, done, report)
-        report.phases["finalize"] = report.phases.get("finalize", 0.0) + time.monotonic() - t0
         return covered
 
     def _map_io(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:

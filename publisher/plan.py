@@ -13,7 +13,7 @@ come from the publisher guide, "The flush algorithm":
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -162,17 +162,47 @@ def advance_cursor(cursor: int, candidates: Sequence[int], done: Iterable[int]) 
     return new
 
 
-def split_object_budget(budget: int, pending_data: int, pending_meta: int) -> tuple[int, int]:
-    """Share a flush's object budget between a stream's data and meta planes, in proportion to what
-    each has pending (both grow with the writer's cycles, so a bounded flush of a backlog carries
-    the metas together with the data they name, and the projector sees progress every flush; all
-    data first would hold every meta back until the whole data backlog had shipped). Each plane
-    with something pending gets at least one object when the budget allows."""
+def split_object_budget(
+    budget: int,
+    pending_data: int,
+    pending_meta: int,
+    *,
+    data_cursor: int = 0,
+    meta_data_high_water: Callable[[int], int | None] | None = None,
+) -> tuple[int, int]:
+    """Share a flush's object budget between a stream's data and meta planes: ``(data, meta)``.
+
+    A bounded flush of a backlog should carry metas together with the data they name, so the
+    projector sees progress every flush (all data first would hold every meta back until the whole
+    data backlog had shipped). With ``meta_data_high_water(k)`` (the header's ``data_high_water``
+    of the k-th pending meta, None when unknown) the split is exact: the most metas m such that m
+    plus the data they need fit the budget, and the rest of the budget to data. Without it (or
+    when a header is unknown), in proportion to what each plane has pending.
+    """
     budget = max(0, budget)
-    total = pending_data + pending_meta
-    if total <= budget:
+    if pending_data + pending_meta <= budget:
         return pending_data, budget - pending_data
-    data = -(-budget * pending_data // total) if pending_data else 0
+    if meta_data_high_water is not None and pending_meta:
+
+        def cost(m: int) -> int | None:
+            if m == 0:
+                return 0
+            dhw = meta_data_high_water(m)
+            return None if dhw is None else m + min(pending_data, max(0, dhw - data_cursor))
+
+        lo, hi = 0, min(budget, pending_meta)  # cost(lo) <= budget; cost grows with m
+        exact = True
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            c = cost(mid)
+            if c is None:
+                exact = False
+                break
+            lo, hi = (mid, hi) if c <= budget else (lo, mid - 1)
+        if exact:
+            data = min(pending_data, budget - lo)
+            return data, budget - data
+    data = -(-budget * pending_data // (pending_data + pending_meta)) if pending_data else 0
     if pending_meta and data >= budget and budget > 1:
         data = budget - 1
     return data, budget - data

@@ -115,3 +115,27 @@ def test_authorize_chunks_cover_everything_within_cap(count: int, cap: int, conc
     chunks = plan.chunk(list(range(count)), size)
     assert 1 <= size <= cap
     assert [i for c in chunks for i in c] == list(range(count))
+
+
+def test_split_object_budget_gives_everything_when_it_fits() -> None:
+    assert plan.split_object_budget(500, 100, 200) == (100, 400)
+    assert plan.split_object_budget(500, 0, 0) == (0, 500)
+
+
+def test_split_object_budget_carries_metas_with_the_data_they_name() -> None:
+    # The real writer: meta 2k names data through k. 500 objects: 333 metas and the 167 data they need.
+    data, meta = plan.split_object_budget(
+        500, 3_000, 6_000, data_cursor=0, meta_data_high_water=lambda k: (k + 1) // 2
+    )
+    assert (data, meta) == (167, 333)
+    # From a cursor: the metas' needs are counted above the data cursor.
+    data, meta = plan.split_object_budget(30, 45, 90, data_cursor=15, meta_data_high_water=lambda k: 15 + k)
+    assert (data, meta) == (15, 15)
+    # Metas that name no new data take the whole budget.
+    assert plan.split_object_budget(30, 0, 90, meta_data_high_water=lambda k: 0) == (0, 30)
+
+
+def test_split_object_budget_falls_back_to_proportion_without_headers() -> None:
+    assert plan.split_object_budget(30, 45, 90) == (10, 20)
+    assert plan.split_object_budget(30, 45, 90, meta_data_high_water=lambda k: None) == (10, 20)
+    assert plan.split_object_budget(1, 45, 90) == (1, 0)
