@@ -166,9 +166,10 @@ class Publisher:
             self._release_lease()
 
     def close(self) -> None:
-        """Release the lock and clients without a final flush."""
-        self._release_lease()
+        """Release the lock and clients without a final flush (a running meta wave ends first, while
+        the lock is still held, so its cursor is written)."""
         self._close_clients()
+        self._release_lease()
 
     def __enter__(self) -> Publisher:
         return self.start()
@@ -186,8 +187,8 @@ class Publisher:
             self.metrics.count("errors", "internal_fatal")
         finally:
             self.metrics.set_state("stopped")
+            self._close_clients()  # ends a running meta wave and writes its cursor under the lock
             self._release_lease()
-            self._close_clients()
             with self._cond:
                 self._flushes_done = self._flush_requested
                 self._cond.notify_all()
