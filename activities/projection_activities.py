@@ -33,12 +33,12 @@ from activities import contracts as c
 from activities.engine_registry import EngineRegistry
 from activities.evidence_reader import EvidenceReader
 from activities.fact_sink import FactSink
+from activities.lance_committer import LanceCommitter
 from activities.lance_store import (
     DATASETS,
     LEDGER,
     LEDGER_SCHEMA,
     LanceStore,
-    MergeCoalescer,
     ledger_row_id,
 )
 from activities.projection.assemble import abandoned_execution, assemble_execution
@@ -129,10 +129,17 @@ class ProjectionActivities:
         self.sqs = sqs
         self.queue_url = queue_url
         self._pool = ThreadPoolExecutor(max_workers=batch_threads, thread_name_prefix="projection-io")
-        # Lance merges wait on each other (group commit): their own pool, so S3 prefetches never
-        # queue behind them.
-        self._lance_pool = ThreadPoolExecutor(max_workers=2 * len(DATASETS), thread_name_prefix="lance")
-        self._merges = MergeCoalescer(lance)
+        # Lance merges wait for the committer's next commit: their own pool, so S3 prefetches
+        # never queue behind them (one thread per dataset per concurrent activity).
+        self._lance_pool = ThreadPoolExecutor(
+            max_workers=len(DATASETS) * max(2, settings.activity_threads), thread_name_prefix="lance"
+        )
+        self.committer = LanceCommitter(
+            lance,
+            interval_s=settings.commit_interval_s,
+            max_fragments=settings.max_fragments,
+            retain_s=settings.commit_retain_s,
+        )
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
         self._meta_indexes: LruCache[str, MetaIndex] = LruCache(_META_INDEX_CACHE)
         self._stream_starts: LruCache[str, ms.StreamStarted] = LruCache(_META_INDEX_CACHE)
@@ -377,7 +384,7 @@ class ProjectionActivities:
         # The datasets are independent: commit them side by side (Lance works outside the GIL),
         # each through the group commit shared with concurrent activities; the ledger only after
         # every one of them has committed.
-        futures = [self._lance_pool.submit(self._merges.merge, scope, d, t) for d, t in tables.items()]
+        futures = [self._lance_pool.submit(self.committer.merge, scope, d, t) for d, t in tables.items()]
         for future in futures:
             future.result()
             _heartbeat("lance")
@@ -399,7 +406,7 @@ class ProjectionActivities:
             schema=LEDGER_SCHEMA,
         )
         if ledger.num_rows:
-            self._merges.merge(scope, LEDGER, ledger)
+            self.committer.merge(scope, LEDGER, ledger)
         return rows
 
     def _outcome(self, projection: ExecutionProjection) -> c.ExecutionOutcome:

@@ -40,6 +40,22 @@ class ProjectionSettings(BaseSettings):
     retain_older_than_s: float = Field(
         default=3600.0, ge=0, description="Lance versions younger than this are never cleaned up."
     )
+    commit_interval_s: float = Field(
+        default=1.0, ge=0, description="The committer commits each Lance dataset at most this often."
+    )
+    max_fragments: int = Field(
+        default=16, ge=1, description="The committer compacts a dataset with more fragments than this."
+    )
+    commit_retain_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="The committer keeps Lance versions this long (readers bound to a version need it).",
+    )
+    activity_threads: int = Field(
+        default=64,
+        ge=1,
+        description="Activities run at once per worker (most wait on the committer's next commit).",
+    )
     pending_initial_s: float = Field(default=2.0, gt=0, description="First wait before re-trying pending.")
     pending_max_s: float = Field(default=60.0, gt=0, description="Longest wait between pending re-tries.")
     pending_deadline_s: float = Field(

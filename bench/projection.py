@@ -9,6 +9,12 @@ Lance writes).
 
     .venv/bin/python bench/projection.py [--executions 2000] [--index] [--concurrency 8]
         [--profile [--sort cumulative] [--top 40]] [--moto-in-process]
+    .venv/bin/python bench/projection.py --shape small [--meta-objects 3000] [--concurrency 8]
+
+--shape big (the default) packs many executions of 10 spans into each meta object; --shape small
+is what a process with light traffic writes: one long stream, two meta objects per one-second
+publish cycle (meta-pre with the RootStarted, meta-post with one or two RootEnded), and prints
+meta objects per second and CPU per meta object for the first and the last 1,000 objects.
 
 --index indexes values_v1 first (the IndexAndCompact schedule's steady state); --concurrency runs
 that many meta objects at once, like the worker's activity threads.
@@ -101,9 +107,31 @@ class NullSink:
         return None
 
 
+def print_windows(per_object: list[tuple[float, float]], start: float, window: int) -> None:
+    """Meta objects per second and activity-thread CPU per object, first and last ``window`` objects."""
+    done = sorted(per_object)
+    window = min(window, len(done) // 2) or 1
+    figures = []
+    for name, part, before in (
+        ("first", done[:window], start),
+        ("last", done[-window:], done[-window - 1][0] if len(done) > window else start),
+    ):
+        wall = part[-1][0] - before
+        cpu_ms = 1000 * sum(cpu for _, cpu in part) / len(part)
+        figures.append((len(part) / wall, cpu_ms))
+        print(
+            f"  {name} {len(part)} meta objects: {len(part) / wall:.1f} objects/s, {cpu_ms:.1f} ms CPU/object"
+        )
+    (rate0, cpu0), (rate1, cpu1) = figures
+    print(f"  ratio last/first: objects/s {rate1 / rate0:.2f}, CPU/object {cpu1 / cpu0:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--executions", type=int, default=2000)
+    ap.add_argument("--shape", choices=("big", "small"), default="big")
+    ap.add_argument("--meta-objects", type=int, default=3000, help="--shape small: stream length")
+    ap.add_argument("--window", type=int, default=1000, help="--shape small: objects per window")
     ap.add_argument("--profile", action="store_true", help="cProfile the baseline run")
     ap.add_argument("--sort", default="tottime")
     ap.add_argument("--moto-in-process", action="store_true", help="moto in this process (shares the GIL)")
@@ -140,10 +168,17 @@ def main() -> None:
         s3 = m.client("s3")
         bucket = "bench-projection"
         s3.create_bucket(Bucket=bucket)
-        # 10 spans per execution: 1 root + 6-7 LLM + 2 selected calls.
-        cfg = SynthConfig(
-            seed=7, executions=args.executions, llm_calls=(7, 7), selected_calls=(2, 2), rate_per_second=200
-        )
+        if args.shape == "small":
+            cfg = SynthConfig.long_run(args.meta_objects, seed=7, rate_per_second=1.0)
+        else:
+            # 10 spans per execution: 1 root + 6-7 LLM + 2 selected calls.
+            cfg = SynthConfig(
+                seed=7,
+                executions=args.executions,
+                llm_calls=(7, 7),
+                selected_calls=(2, 2),
+                rate_per_second=200,
+            )
         truth = synthesize(tmp / "profile", cfg)
         spans = sum(len(e.spans) for e in truth.executions) / max(1, len(truth.executions))
         up = build_objects(tmp / "profile", boundary.scope)
@@ -151,7 +186,8 @@ def main() -> None:
         lance = fx.make_lance(m, bucket)
         totals: dict[str, float] = defaultdict(float)
         client = boundary.client()
-        acts = fx.make_activities(s3, bucket, lance, client, boundary.scope.tenant_id)
+        # The worker's own settings: the committer at its production cadence.
+        acts = fx.make_activities(s3, bucket, lance, client, boundary.scope.tenant_id, ProjectionSettings())
         t = Timed(totals)
         t.wrap(acts, "_send_batches", "boundary PUT batches")
         t.wrap(acts, "_commit_lance", "lance commit")
@@ -183,12 +219,19 @@ def main() -> None:
         # Worker CPU (all its threads): steadier than wall time on a shared machine.
         c0 = time.process_time()
         kids0 = _children_cpu()
+        projection_t0 = t0
         outcomes: Counter[str] = Counter()
+        per_object: list[tuple[float, float]] = []  # (finished at, thread CPU) per meta object
+
+        def project(key: str) -> c.ProjectMetaResult:
+            c1 = time.thread_time()
+            result = acts.project_meta_object(c.ProjectMetaInput(key, 1))
+            per_object.append((time.perf_counter(), time.thread_time() - c1))
+            return result
+
         # The worker runs activities on a thread pool (8 threads): --concurrency mirrors it.
         with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
-            for result in pool.map(
-                lambda k: acts.project_meta_object(c.ProjectMetaInput(k, 1)), up.meta_keys
-            ):
+            for result in pool.map(project, up.meta_keys):
                 for o in result.outcomes:
                     outcomes[o.outcome] += 1
         total = time.perf_counter() - t0
@@ -223,6 +266,8 @@ def main() -> None:
                 prof.dump_stats(args.profile_out)
 
         print(f"executions projected: {n} ({dict(outcomes)}), mean spans/execution {spans:.1f}")
+        if args.shape == "small":
+            print_windows(per_object, projection_t0, args.window)
         print(f"meta objects: {len(up.meta_keys)}, packs: {len(up.pack_keys)} (pack ingest {packs_s:.2f} s)")
         print(
             f"projection ({args.concurrency} activity threads): {total:.2f} s"

@@ -204,7 +204,7 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
         projection += query_job_activities()
         names = await ensure_schedules(client, settings.task_queue, identity, ps)
         log.info("schedules ensured: %d", len(names))
-    worker = build_worker(client, settings.task_queue, projection)
+    worker = build_worker(client, settings.task_queue, projection, max_threads=ps.activity_threads)
     tune_gc()
     log.info("polling task queue %s on %s", settings.task_queue, settings.temporal_address)
     async with worker:

@@ -215,15 +215,24 @@ def make_lance(moto: Moto, bucket: str) -> LanceStore:
 
 
 def make_activities(
-    s3: Any, bucket: str, lance: LanceStore, client: BoundaryClient, tenant_id: str
+    s3: Any,
+    bucket: str,
+    lance: LanceStore,
+    client: BoundaryClient,
+    tenant_id: str,
+    settings: ProjectionSettings | None = None,
 ) -> ProjectionActivities:
-    """The projection activities as the worker builds them, over these clients (tests, benchmarks)."""
+    """The projection activities as the worker builds them, over these clients (tests, benchmarks).
+
+    Tests call the activities one at a time, so by default the committer does not wait for its
+    one-second cadence (``commit_interval_s=0``: each merge commits at once, as before); the
+    cadence itself is tested in test_lance_group_commit.py and measured by bench/projection.py."""
     return ProjectionActivities(
         s3=s3,
         bucket=bucket,
         lance=lance,
         sink=BoundaryFactSink(client),
-        settings=ProjectionSettings(),
+        settings=settings or ProjectionSettings(commit_interval_s=0.0),
         tenant_id=tenant_id,
     )
 

@@ -1,5 +1,6 @@
-"""MergeCoalescer: concurrent merges of one dataset share commits, every caller's rows land once,
-and a failed commit is raised to every caller whose rows it held (local Lance, real threads)."""
+"""LanceCommitter: concurrent merges of one dataset share commits, every caller's rows land once,
+a failed commit is raised to every caller whose rows it held, commits keep their cadence, and a
+dataset's fragments stay bounded (local Lance, real threads)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from activities.lance_store import LanceStore, MergeCoalescer, MergeResult, dataset_schema
+from activities.lance_committer import LanceCommitter
+from activities.lance_store import LanceStore, MergeResult, dataset_schema
 from formats.object_keys import Scope
 
 SCOPE = Scope("ten_a", "prj_a", "env_a")
@@ -32,16 +34,17 @@ class SlowStore(LanceStore):
         super().__init__(root=root)
         self.commits: list[int] = []
         self.fail_when = fail_when
+        self.delay = 0.3
 
     def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
         self.commits.append(table.num_rows)
-        time.sleep(0.3)
+        time.sleep(self.delay)
         if self.fail_when is not None and self.fail_when in table["cid"].to_pylist():
             raise RuntimeError("injected commit failure")
         return super().merge(scope, dataset, table)
 
 
-def _run(coalescer: MergeCoalescer, tables: list[pa.Table]) -> list[Any]:
+def _run(coalescer: LanceCommitter, tables: list[pa.Table]) -> list[Any]:
     out: list[Any] = [None] * len(tables)
     start = threading.Barrier(len(tables))
 
@@ -62,7 +65,7 @@ def _run(coalescer: MergeCoalescer, tables: list[pa.Table]) -> list[Any]:
 
 def test_concurrent_merges_share_commits_and_keep_one_row_per_key(tmp_path: Path) -> None:
     store = SlowStore(tmp_path)
-    got = _run(MergeCoalescer(store), [_refs(i) for i in range(8)])
+    got = _run(LanceCommitter(store, interval_s=0.0), [_refs(i) for i in range(8)])
     assert all(isinstance(r, MergeResult) for r in got)
     # The first caller commits alone (or with a few); the rest queue behind it and share.
     assert 2 <= len(store.commits) < 8
@@ -70,13 +73,13 @@ def test_concurrent_merges_share_commits_and_keep_one_row_per_key(tmp_path: Path
     keys = table["cid"].to_pylist()
     assert len(keys) == len(set(keys)) == 8 * 20 + 5
     # Sequential use afterwards still works (leadership was released).
-    assert MergeCoalescer(store).merge(SCOPE, "cid_refs_v1", _refs(9)).inserted == 20
+    assert LanceCommitter(store, interval_s=0.0).merge(SCOPE, "cid_refs_v1", _refs(9)).inserted == 20
 
 
 def test_a_failed_group_commit_is_raised_to_every_caller_in_it(tmp_path: Path) -> None:
     poison = _refs(3)["cid"][0].as_py()
     store = SlowStore(tmp_path, fail_when=poison)
-    coalescer = MergeCoalescer(store)
+    coalescer = LanceCommitter(store, interval_s=0.0)
     got = _run(coalescer, [_refs(i) for i in range(6)])
     failed = [i for i, r in enumerate(got) if isinstance(r, RuntimeError)]
     assert 3 in failed
@@ -89,3 +92,30 @@ def test_a_failed_group_commit_is_raised_to_every_caller_in_it(tmp_path: Path) -
     store.fail_when = None
     assert coalescer.merge(SCOPE, "cid_refs_v1", _refs(3)).inserted >= 20
     assert set(_refs(3)["cid"].to_pylist()) <= set(store.read(SCOPE, "cid_refs_v1")["cid"].to_pylist())
+
+
+def test_commits_keep_their_cadence_and_carry_everything_queued(tmp_path: Path) -> None:
+    store = SlowStore(tmp_path)
+    store.delay = 0.0
+    committer = LanceCommitter(store, interval_s=0.5)
+    committer.merge(SCOPE, "cid_refs_v1", _refs(0))  # the first commit: nothing to wait for
+    t0 = time.monotonic()
+    got = _run(committer, [_refs(i) for i in range(1, 9)])
+    assert all(isinstance(r, MergeResult) for r in got)
+    # All eight callers arrived within the interval: one commit, after the interval had passed.
+    assert store.commits[1:] == [8 * 25] and time.monotonic() - t0 >= 0.45
+    keys = store.read(SCOPE, "cid_refs_v1")["cid"].to_pylist()
+    assert len(keys) == len(set(keys)) == 9 * 20 + 5
+
+
+def test_fragments_stay_bounded_while_rows_arrive(tmp_path: Path) -> None:
+    store = LanceStore(root=tmp_path)
+    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0)
+    for i in range(12):
+        committer.merge(SCOPE, "cid_refs_v1", _refs(i))
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None
+    assert len(ds.get_fragments()) <= 5 and committer.stats.compactions >= 2
+    assert len(ds.versions()) < 12  # old versions are cleaned up at the same cadence
+    keys = ds.to_table(columns=["cid"])["cid"].to_pylist()
+    assert len(keys) == len(set(keys)) == 12 * 20 + 5
