@@ -10,6 +10,10 @@ The order of a flush (guide, "The flush algorithm"):
 4. per stream ``write_cursor``, then ``mark_shipped`` for shipped CAS files, then
    ``release_segments``; 5. retention and disk pressure.
 
+A flush takes at most ``max_flush_objects`` segments. On a backlog (a flush that leaves ``more``)
+step 3's meta wave runs on the meta lane while the next flush does steps 1-3 up to its data, and
+that next flush runs step 4 for it (docs/publisher.md, "Backlogs").
+
 Outcomes are counted in :class:`publisher.metrics.PublisherMetrics`; nothing is raised to the host
 except :class:`ShippingStopped` (401/403/409), which the thread turns into its stopped state.
 """
