@@ -349,7 +349,10 @@ class FactStore:
             try:
                 flat = [it for p in group for it in p.items]
                 try:
-                    results = self._flush(flat)
+                    # Erasure and a flush of this store exclude each other: a flush that read
+                    # the tombstones before an erasure wrote them cannot insert after it deleted.
+                    with self._lock:
+                        results = self._flush(flat)
                 except BaseException as exc:  # every caller of the flush sees its failure
                     for p in group:
                         p.error = exc
@@ -423,6 +426,7 @@ class FactStore:
                 database=self.database,
                 settings={"insert_deduplication_token": _token(relation, [items[i] for i in idx])},
             )
+        winners = self._drop_erased_meanwhile(items, winners, out)
         self._insert_registry(VISIBLE, [items[i] for i in winners])
         for i in winners:
             ident, scope, table = items[i]
@@ -445,6 +449,34 @@ class FactStore:
             else:
                 out[i] = _conflict(ident, scope)
         return [r for r in out if r is not None]
+
+    def _drop_erased_meanwhile(
+        self,
+        items: list[tuple[BatchIdentity, BatchScope, pa.Table]],
+        winners: list[int],
+        out: list[BatchState | BatchRejected | None],
+    ) -> list[int]:
+        """Across processes no lock orders an erasure against this flush: an erasure writes its
+        tombstones before it deletes, and a flush re-reads them after its rows are in. Either the
+        erasure's delete sees the rows or this check sees the tombstone, and deletes them."""
+        by_scope: dict[BatchScope, list[int]] = {}
+        for i in winners:
+            by_scope.setdefault(items[i][1], []).append(i)
+        kept: list[int] = []
+        for scope, idx in by_scope.items():
+            erased = self._erased_roots(scope, sorted({items[i][0].root_id for i in idx}))
+            gone = [i for i in idx if items[i][0].root_id in erased]
+            if gone:
+                params = {**self._scope_params(scope), "roots": sorted({items[i][0].root_id for i in gone})}
+                for relation in sorted({items[i][0].relation for i in gone} & set(ddl.EXECUTION_RELATIONS)):
+                    self.client.command(
+                        f"DELETE FROM {self._t(relation)} WHERE {self._root_filter(scope.generation)}",
+                        parameters=params,
+                    )
+                for i in gone:
+                    out[i] = _root_erased(items[i][0])
+            kept += [i for i in idx if items[i][0].root_id not in erased]
+        return sorted(kept)
 
     # --- resident queries ------------------------------------------------------------------
 
