@@ -7,9 +7,10 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
 214 ms at 50 commits, 1.6 s at 400; with compaction and version cleanup every 50 commits, flat at
 150-190 ms). The committer fixes both halves:
 
-* **cadence**: callers enqueue their rows for a (scope, dataset) and wait; the first caller
-  becomes the leader, waits until ``interval_s`` after that dataset's previous commit (collecting
-  whatever arrives meanwhile), and commits everything queued in one ``merge_insert``. Every
+* **cadence** (:class:`activities.group_commit.GroupCommit` keyed by (scope, dataset)): callers
+  enqueue their rows and wait; the first caller leads, waits until ``interval_s`` after that
+  dataset's previous commit (collecting whatever arrives meanwhile), and commits everything
+  queued in one ``merge_insert``. Every
   caller returns only after a commit holding its rows, so "Lance before the ledger" still holds
   per execution, and a failure is raised to every caller whose rows the commit held (their
   activities are retried, and ``merge_insert`` on deterministic keys makes the retry idempotent).
@@ -35,20 +36,11 @@ from datetime import timedelta
 
 import pyarrow as pa
 
+from activities.group_commit import GroupCommit
 from activities.lance_store import LanceStore, MergeResult, dataset_schema
 from formats.object_keys import Scope
 
 log = logging.getLogger("baml_studio.lance_committer")
-
-
-@dataclass
-class _Pending:
-    table: pa.Table
-    wake: threading.Event
-    lead: bool = False
-    done: bool = False
-    result: MergeResult | None = None
-    error: BaseException | None = None
 
 
 @dataclass
@@ -74,75 +66,37 @@ class LanceCommitter:
         retain_s: float = 600.0,
     ) -> None:
         self.store = store
-        self.interval_s = interval_s
         self.max_fragments = max_fragments
         self.retain_s = retain_s
         self.stats = CommitStats()
-        self._lock = threading.Lock()
-        self._queues: dict[tuple[Scope, str], list[_Pending]] = {}
-        self._leading: set[tuple[Scope, str]] = set()
-        self._last_commit: dict[tuple[Scope, str], float] = {}
+        self._stats_lock = threading.Lock()
+        self._group: GroupCommit[tuple[Scope, str], pa.Table, MergeResult] = GroupCommit(
+            self._commit, interval_s=interval_s, after=self._maintain
+        )
+
+    @property
+    def interval_s(self) -> float:
+        return self._group.interval_s
 
     def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
         """Merge ``table`` into the dataset; returns once a commit holding these rows is done."""
-        key = (scope, dataset)
-        me = _Pending(table, threading.Event())
-        with self._lock:
-            self._queues.setdefault(key, []).append(me)
-            if key not in self._leading:
-                self._leading.add(key)
-                me.lead = True
-        if not me.lead:
-            me.wake.wait()
-        if not me.done:
-            self._lead(key, me)
-        if me.error is not None:
-            raise me.error
-        assert me.result is not None
-        return me.result
+        return self._group.submit((scope, dataset), table)
 
-    def _lead(self, key: tuple[Scope, str], me: _Pending) -> None:
+    def _commit(self, key: tuple[Scope, str], tables: list[pa.Table]) -> list[MergeResult]:
         scope, dataset = key
-        # The cadence: collect what arrives until a commit interval has passed since the last one.
-        wait = self._last_commit.get(key, 0.0) + self.interval_s - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        with self._lock:
-            group = self._queues.pop(key, [])
-        try:
-            schema = dataset_schema(dataset)
-            parts = [p.table.select(schema.names).cast(schema) for p in group]
-            result = self.store.merge(scope, dataset, pa.concat_tables(parts))
-            for p in group:
-                p.result = result
-        except BaseException as exc:  # every caller whose rows were in it must see it
-            for p in group:
-                p.error = exc
-        self._last_commit[key] = time.monotonic()
-        with self._lock:
+        schema = dataset_schema(dataset)
+        parts = [t.select(schema.names).cast(schema) for t in tables]
+        result = self.store.merge(scope, dataset, pa.concat_tables(parts))
+        with self._stats_lock:
             self.stats.commits += 1
-            self.stats.callers += len(group)
-            self.stats.rows += sum(p.table.num_rows for p in group)
+            self.stats.callers += len(tables)
+            self.stats.rows += sum(t.num_rows for t in tables)
             self.stats.by_dataset[dataset] = self.stats.by_dataset.get(dataset, 0) + 1
-        for p in group:
-            p.done = True
-        for p in group:
-            if p is not me:
-                p.wake.set()
-        if me.error is None:
-            self._maintain(scope, dataset)
-        with self._lock:
-            waiting = self._queues.get(key)
-            successor = waiting[0] if waiting else None
-            if successor is None:
-                self._leading.discard(key)
-            else:
-                successor.lead = True
-        if successor is not None:
-            successor.wake.set()
+        return [result] * len(tables)
 
-    def _maintain(self, scope: Scope, dataset: str) -> None:
+    def _maintain(self, key: tuple[Scope, str]) -> None:
         """Compact, fold new fragments into the indexes and drop old versions, when it is due."""
+        scope, dataset = key
         try:
             ds = self.store.open(scope, dataset)
             if ds is None or len(ds.get_fragments()) <= self.max_fragments:
@@ -156,7 +110,7 @@ class LanceCommitter:
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )
-            with self._lock:
+            with self._stats_lock:
                 self.stats.compactions += 1
                 self.stats.cleanups += 1
                 self.stats.maintenance_s += time.perf_counter() - t0
