@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from activities.group_commit import GroupCommit
 from activities.projection.model import ProjectionBatch
 from formats.object_keys import Scope
 
@@ -61,8 +62,16 @@ class BoundaryFactSink:
             raise RuntimeError(f"Boundary answered another state for batch {h.batch_id}")
 
     def put_batches(self, scope: Scope, batches: Sequence[ProjectionBatch]) -> None:
+        for error in self.answers(scope, batches):
+            if error is not None:
+                raise error
+
+    def answers(self, scope: Scope, batches: Sequence[ProjectionBatch]) -> list[Exception | None]:
+        """Send the batches in set requests; per batch, None when visible, else the error the PUT
+        of that batch would have raised. A failed request raises."""
         from api.common.boundary_client import BoundaryError
 
+        out: list[Exception | None] = []
         for part in chunks(batches):
             answer = self.client.put_projection_batch_set(
                 [(b.header.batch_id, b.header.to_wire(scope.environment_id), b.ipc) for b in part]
@@ -72,11 +81,63 @@ class BoundaryFactSink:
             for batch, got in zip(part, answer.results, strict=True):
                 h = batch.header
                 if got.state is None:
-                    # The same error the PUT of this batch would have raised.
-                    raise BoundaryError(got.status, got.problem, path=f"/projection-batch-sets#{h.batch_id}")
-                if (
+                    out.append(
+                        BoundaryError(got.status, got.problem, path=f"/projection-batch-sets#{h.batch_id}")
+                    )
+                elif (
                     got.batch_id != h.batch_id
                     or got.state.content_digest != h.content_digest
                     or got.state.generation != h.generation
                 ):
-                    raise RuntimeError(f"Boundary answered another state for batch {h.batch_id}")
+                    out.append(RuntimeError(f"Boundary answered another state for batch {h.batch_id}"))
+                else:
+                    out.append(None)
+        return out
+
+
+class GroupedFactSink:
+    """Concurrent activities' batch sets go to Boundary together, about once per ``interval_s``.
+
+    A small meta object has a handful of batches; one request per meta object makes Boundary pay
+    HTTP, TLS, parsing and a ClickHouse insert per relation for each. Grouped (one request per
+    interval for every activity waiting), each activity still returns only once its own batches
+    are visible, and fails with its own batch's error: a conflict in another activity's batch is
+    not its failure. Identical batches from several callers (a program's function definitions)
+    are sent once."""
+
+    def __init__(self, inner: BoundaryFactSink, *, interval_s: float = 1.0) -> None:
+        self.inner = inner
+        self.client = inner.client
+        self._group: GroupCommit[Scope, Sequence[ProjectionBatch], None] = GroupCommit(
+            self._send, interval_s=interval_s
+        )
+
+    def active_generation(self, environment_id: str) -> int:
+        return self.inner.active_generation(environment_id)
+
+    def put_batch(self, scope: Scope, batch: ProjectionBatch) -> None:
+        self.put_batches(scope, [batch])
+
+    def put_batches(self, scope: Scope, batches: Sequence[ProjectionBatch]) -> None:
+        if batches:
+            self._group.submit(scope, batches)
+
+    def _send(self, scope: Scope, sets: list[Sequence[ProjectionBatch]]) -> list[Exception | None]:
+        unique: dict[tuple[str, str], int] = {}
+        flat: list[ProjectionBatch] = []
+        for batches in sets:
+            for b in batches:
+                if unique.setdefault((b.header.batch_id, b.header.content_digest), len(flat)) == len(flat):
+                    flat.append(b)
+        answers = self.inner.answers(scope, flat)
+        out: list[Exception | None] = []
+        for batches in sets:
+            errors = [answers[unique[(b.header.batch_id, b.header.content_digest)]] for b in batches]
+            out.append(next((e for e in errors if e is not None), None))
+        return out
+
+
+def fact_sink(client: Any, interval_s: float) -> FactSink:
+    """The worker's sink: grouped at the committer's cadence, or direct when the cadence is 0."""
+    direct = BoundaryFactSink(client)
+    return GroupedFactSink(direct, interval_s=interval_s) if interval_s > 0 else direct

@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import contracts as c
-from activities.fact_sink import BoundaryFactSink
+from activities.fact_sink import fact_sink
 from activities.lance_store import LanceStore
 from activities.projection_activities import ProjectionActivities
 from activities.settings import ProjectionSettings
@@ -113,7 +113,7 @@ def build_projection_activities(
         s3=object_store_client(ws),
         bucket=ws.bucket,
         lance=lance,
-        sink=BoundaryFactSink(client),
+        sink=fact_sink(client, ps.commit_interval_s),
         settings=ps,
         tenant_id=identity.tenant_id,
         sqs=object_store_client(ws, "sqs"),

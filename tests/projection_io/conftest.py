@@ -28,7 +28,7 @@ from moto.server import ThreadedMotoServer
 sys.path.insert(0, str(Path(__file__).parent))
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
-from activities.fact_sink import BoundaryFactSink  # noqa: E402
+from activities.fact_sink import fact_sink  # noqa: E402
 from activities.lance_store import LanceStore  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.runtime import WorkloadTls  # noqa: E402
@@ -227,12 +227,13 @@ def make_activities(
     Tests call the activities one at a time, so by default the committer does not wait for its
     one-second cadence (``commit_interval_s=0``: each merge commits at once, as before); the
     cadence itself is tested in test_lance_group_commit.py and measured by bench/projection.py."""
+    settings = settings or ProjectionSettings(commit_interval_s=0.0)
     return ProjectionActivities(
         s3=s3,
         bucket=bucket,
         lance=lance,
-        sink=BoundaryFactSink(client),
-        settings=settings or ProjectionSettings(commit_interval_s=0.0),
+        sink=fact_sink(client, settings.commit_interval_s),
+        settings=settings,
         tenant_id=tenant_id,
     )
 

@@ -1,0 +1,102 @@
+"""GroupCommit (the cadence group commit) and the grouped fact sink built on it, with real threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from activities.fact_sink import GroupedFactSink
+from activities.group_commit import GroupCommit
+from activities.projection.model import BatchHeader, ProjectionBatch
+from formats.object_keys import Scope
+
+SCOPE = Scope("ten_a", "prj_a", "env_a")
+
+
+def _run(n: int, call: Any) -> list[Any]:
+    out: list[Any] = [None] * n
+    start = threading.Barrier(n)
+
+    def one(i: int) -> None:
+        start.wait()
+        try:
+            out[i] = call(i)
+        except Exception as exc:
+            out[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_callers_within_one_interval_share_one_flush_and_get_their_own_answers() -> None:
+    flushes: list[list[int]] = []
+
+    def flush(key: str, items: list[int]) -> list[int | BaseException]:
+        flushes.append(items)
+        return [ValueError(f"bad {i}") if i == 3 else i * 10 for i in items]
+
+    group: GroupCommit[str, int, int] = GroupCommit(flush, interval_s=0.3)
+    group.submit("k", 100)  # the first flush: no previous one to wait for
+    t0 = time.monotonic()
+    got = _run(6, lambda i: group.submit("k", i))
+    assert [len(f) for f in flushes] == [1, 6] and time.monotonic() - t0 >= 0.25
+    assert [g for i, g in enumerate(got) if i != 3] == [0, 10, 20, 40, 50]
+    assert isinstance(got[3], ValueError) and str(got[3]) == "bad 3"  # only its own caller fails
+
+
+def test_a_failing_flush_fails_every_caller_in_it_and_the_next_flush_works() -> None:
+    calls = {"n": 0}
+
+    def flush(key: str, items: list[int]) -> list[int | BaseException]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("store down")
+        return items
+
+    group: GroupCommit[str, int, int] = GroupCommit(flush, interval_s=0.0)
+    with pytest.raises(RuntimeError):
+        group.submit("k", 1)
+    assert group.submit("k", 2) == 2
+
+
+def _batch(batch_id: str, digest: str) -> ProjectionBatch:
+    return ProjectionBatch(BatchHeader(batch_id, 1, 1, "calls_v1", "root", 0, digest, 1), b"ipc")
+
+
+class Inner:
+    """Boundary's answers per batch: a conflict for batch ids starting with 'x'."""
+
+    def __init__(self) -> None:
+        self.client = object()
+        self.requests: list[list[str]] = []
+
+    def active_generation(self, environment_id: str) -> int:
+        return 1
+
+    def answers(self, scope: Scope, batches: Sequence[ProjectionBatch]) -> list[Exception | None]:
+        self.requests.append([b.header.batch_id for b in batches])
+        return [RuntimeError("conflict") if b.header.batch_id.startswith("x") else None for b in batches]
+
+
+def test_grouped_sink_sends_one_request_and_fails_only_the_conflicting_caller() -> None:
+    inner = Inner()
+    sink = GroupedFactSink(inner, interval_s=0.3)  # type: ignore[arg-type]
+    sink.put_batches(SCOPE, [_batch("warm", "d")])
+    shared = _batch("program-defs", "same")  # every caller's function definitions: sent once
+
+    def put(i: int) -> None:
+        own = _batch(("x" if i == 2 else "b") + str(i), "d")
+        sink.put_batches(SCOPE, [own, shared])
+
+    got = _run(5, put)
+    assert len(inner.requests) == 2
+    assert sorted(inner.requests[1]) == sorted(["b0", "b1", "x2", "b3", "b4", "program-defs"])
+    assert [isinstance(g, RuntimeError) for g in got] == [False, False, True, False, False]
