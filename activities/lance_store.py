@@ -346,7 +346,7 @@ class LanceStore:
                 attempt += 1
                 if attempt > self.outer_retries or not _is_retryable_conflict(exc):
                     raise
-                log.info("lance %s commit conflict, retrying against the newest version DEBUG %s", dataset, str(exc)[:600])
+                log.info("lance %s commit conflict, retrying against the newest version", dataset)
                 time.sleep(0.05 * attempt)
                 continue
             # execute() moves ``ds`` to the version it committed: no second open (one S3 round trip).
