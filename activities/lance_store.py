@@ -302,17 +302,22 @@ class LanceStore:
 
     def _create(self, scope: Scope, dataset: str, schema: pa.Schema) -> None:
         # Creating is the one non-merge write: an empty dataset, so a racing creator loses
-        # nothing; whoever loses the race simply opens the winner's dataset.
+        # nothing; whoever loses the race simply opens the winner's dataset. Not write_dataset
+        # (mode="create"): its existence check comes before its commit, and a commit that finds
+        # another process's version 1 is retried as an Overwrite at the next version (seen with
+        # three workers: "Overwrite at version 2"), which empties whatever a merge committed in
+        # between. One commit attempt, no retry: losing the race raises instead.
         with self._create_lock:
             if self.open(scope, dataset) is not None:
                 return
             try:
-                lance.write_dataset(
-                    schema.empty_table(),
+                lance.LanceDataset.commit(
                     self.uri(scope, dataset),
-                    mode="create",
+                    lance.LanceOperation.Overwrite(schema, []),
                     storage_options=self._options(),
+                    enable_v2_manifest_paths=True,
                     enable_stable_row_ids=True,
+                    max_retries=0,
                 )
             except (OSError, ValueError) as exc:
                 if self.open(scope, dataset) is None:
