@@ -137,6 +137,18 @@ def dedupe(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     return table.take(pc.take(last["__pos_max"], keep))
 
 
+def _changed(schema: pa.Schema, keys: tuple[str, ...]) -> str:
+    """merge_insert's update condition: a matched row is rewritten only when a column differs.
+
+    Every worker upserts the same program's function definitions and source files; rewriting an
+    identical row deletes it from its fragment, and two processes deleting from one fragment
+    conflict in a way Lance resolves only by re-running the whole merge (its new fragments
+    written again). Unchanged rows touch no fragment, so those commits rebase instead."""
+    return " OR ".join(
+        f"(source.`{f.name}` IS DISTINCT FROM target.`{f.name}`)" for f in schema if f.name not in keys
+    )
+
+
 def _is_retryable_conflict(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, OSError) and ("retry" in text or "conflict" in text)
@@ -343,7 +355,7 @@ class LanceStore:
                 continue
             builder = ds.merge_insert(list(spec.keys)).when_not_matched_insert_all()
             if spec.merge == "upsert":
-                builder = builder.when_matched_update_all()
+                builder = builder.when_matched_update_all(_changed(schema, spec.keys))
             builder = builder.conflict_retries(self.conflict_retries)
             try:
                 stats: dict[str, Any] = builder.execute(table)

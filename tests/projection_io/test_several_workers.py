@@ -13,6 +13,10 @@ The conflict figures come from what the children count (LanceStore's outer retri
 committer's stats) and from Lance's own commit events (``LANCE_LOG=info`` on the children's
 stderr): manifest writes that lost the race to another process's commit, and data files written
 then deleted because a retried attempt re-ran the merge. The test prints them (``-s``).
+
+Rows every worker writes (a program's function definitions and source files) are upserted again
+unchanged by each of them; such an upsert rewrites nothing (the last test), so it does not make
+the other processes' commits conflict.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from bucket_corpus import upload
 from conftest import ROOT, BoundaryProc, Moto, make_activities, make_lance
 from corpus import Corpus, make_corpus
 
 from activities import contracts as c
 from activities.lance_store import DATASETS, LEDGER, LanceStore
+from formats.object_keys import Scope
 
 CHILD = Path(__file__).with_name("several_workers_child.py")
 WORKERS = 3
@@ -235,3 +241,23 @@ def test_three_workers_project_every_execution_once_with_the_rows_of_one_worker(
     for child in many.children:
         limit = child["elapsed_s"] / COMMIT_INTERVAL_S + 1
         assert max(child["by_dataset"].values()) <= limit, child["by_dataset"]
+
+
+def test_an_identical_upsert_rewrites_no_row_and_a_changed_one_is_updated(tmp_path: Path) -> None:
+    # What every worker does with the program's shared rows: upsert them again, unchanged.
+    store = LanceStore(root=tmp_path)
+    scope = Scope("ten_a", "prj_a", "env_a")
+    rows = [
+        {"row_id": f"fd{i}", "program_id": "p", "source_path": "main.baml", "source_span": None}
+        for i in range(3)
+    ]
+    store.merge(scope, "function_definitions_v1", pa.Table.from_pylist(rows))
+    again = store.merge(scope, "function_definitions_v1", pa.Table.from_pylist(rows))
+    assert (again.inserted, again.updated) == (0, 0)
+    ds = store.open(scope, "function_definitions_v1")
+    assert ds is not None and all(f.deletion_file() is None for f in ds.get_fragments())
+    changed = [dict(rows[0], source_span="1:1-2:1"), *rows[1:]]
+    result = store.merge(scope, "function_definitions_v1", pa.Table.from_pylist(changed))
+    assert (result.inserted, result.updated) == (0, 1)
+    table = store.read(scope, "function_definitions_v1").sort_by("row_id")
+    assert table.to_pylist() == sorted(changed, key=lambda r: str(r["row_id"]))
