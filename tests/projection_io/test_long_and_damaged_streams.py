@@ -141,3 +141,20 @@ def test_late_root_ended_wins_over_the_sweep(world) -> None:  # type: ignore[no-
         catalog_version=1,
     )
     assert table.to_pylist() == [{"status": "succeeded", "index_state": "complete"}]
+
+
+def test_replay_rebuilds_the_engine_registry_before_it_enqueues(world) -> None:  # type: ignore[no-untyped-def]
+    # The registry is derived: with it gone (a new bucket for the derived stores, an operator's
+    # cleanup), the replay scan registers every engine it reads, and projection needs no walk to it.
+    s = build_stream(world.scope, [0] * 6)
+    upload(world.s3, world.bucket, s)
+    key = object_keys.engine_registry_key(world.scope, s.euid_hex, 1)
+    scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
+    page = world.acts.replay_scan(c.ReplayScanInput(scope, 1))
+    assert set(page.missing_meta_keys) >= set(s.meta_keys[2::2])  # every RootEnded object is due
+    engine, seq = decode_entry(world.s3.get_object(Bucket=world.bucket, Key=key)["Body"].read())
+    assert (engine.engine_id, seq) == (1, 1)
+    # Projected with a walk bound too short to reach meta 1: the rebuilt registry answers.
+    world.acts.settings = ProjectionSettings(max_walk=2)
+    got = project(world, [s.meta_keys[-1]])
+    assert [o.outcome for o in got.values()] == [c.PROJECTED]
