@@ -26,7 +26,6 @@ from activities.erasure import ErasureActivities  # noqa: E402
 
 moto = pio.moto
 boundary = pio.boundary
-temporal = pio.temporal
 World = pio.World
 
 

