@@ -50,8 +50,7 @@ class CommitStats:
     commits: int = 0
     rows: int = 0
     callers: int = 0
-    compactions: int = 0
-    cleanups: int = 0
+    compactions: int = 0  # each with its index folding and version cleanup
     maintenance_s: float = 0.0
     by_dataset: dict[str, int] = field(default_factory=dict)
 
@@ -70,13 +69,11 @@ class LanceCommitter:
         self.retain_s = retain_s
         self.stats = CommitStats()
         self._stats_lock = threading.Lock()
+        # Fragments of each dataset's newest commit by this process: whether maintenance is due.
+        self._fragments: dict[tuple[Scope, str], int] = {}
         self._group: GroupCommit[tuple[Scope, str], pa.Table, MergeResult] = GroupCommit(
             self._commit, interval_s=interval_s, after=self._maintain
         )
-
-    @property
-    def interval_s(self) -> float:
-        return self._group.interval_s
 
     def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
         """Merge ``table`` into the dataset; returns once a commit holding these rows is done."""
@@ -87,6 +84,7 @@ class LanceCommitter:
         schema = dataset_schema(dataset)
         parts = [t.select(schema.names).cast(schema) for t in tables]
         result = self.store.merge(scope, dataset, pa.concat_tables(parts))
+        self._fragments[key] = result.fragments
         with self._stats_lock:
             self.stats.commits += 1
             self.stats.callers += len(tables)
@@ -96,12 +94,14 @@ class LanceCommitter:
 
     def _maintain(self, key: tuple[Scope, str]) -> None:
         """Compact, fold new fragments into the indexes and drop old versions, when it is due."""
+        if self._fragments.get(key, 0) <= self.max_fragments:
+            return  # known from the commit itself: no dataset open after every commit
         scope, dataset = key
         try:
-            ds = self.store.open(scope, dataset)
-            if ds is None or len(ds.get_fragments()) <= self.max_fragments:
-                return
             t0 = time.perf_counter()
+            ds = self.store.open(scope, dataset)
+            if ds is None:
+                return
             ds.optimize.compact_files()
             ds = self.store.open(scope, dataset)
             assert ds is not None
@@ -112,7 +112,6 @@ class LanceCommitter:
             )
             with self._stats_lock:
                 self.stats.compactions += 1
-                self.stats.cleanups += 1
                 self.stats.maintenance_s += time.perf_counter() - t0
         except Exception as exc:
             # Usually a concurrent commit from another process won the race (OSError): the next

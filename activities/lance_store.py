@@ -165,6 +165,7 @@ class MergeResult:
     inserted: int
     updated: int
     version: int
+    fragments: int = 0  # the committed version's fragment count (from its manifest: no I/O)
 
 
 class LanceStore:
@@ -346,7 +347,9 @@ class LanceStore:
         table = dedupe(table, spec.keys)
         if table.num_rows == 0:
             ds = self.open(scope, dataset)
-            return MergeResult(dataset, 0, 0, ds.version if ds is not None else 0)
+            if ds is None:
+                return MergeResult(dataset, 0, 0, 0)
+            return MergeResult(dataset, 0, 0, ds.version, len(ds.get_fragments()))
         attempt = 0
         while True:
             ds = self.open(scope, dataset)
@@ -372,6 +375,7 @@ class LanceStore:
                 int(stats.get("num_inserted_rows", 0)),
                 int(stats.get("num_updated_rows", 0)),
                 ds.version,
+                len(ds.get_fragments()),
             )
 
     # --- maintenance -------------------------------------------------------------------------
