@@ -25,7 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from activities.evidence_reader import EvidenceReader
+from activities.evidence_reader import EvidenceReader, already_exists
 from activities.projection.walk import LruCache
 from formats import meta_segment as ms
 from formats import object_keys
@@ -87,7 +87,7 @@ class EngineRegistry:
                 )
                 written += 1
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412"):
+                if not already_exists(exc):
                     raise
                 # Already registered (a redelivery, a replay, or a second EngineStarted for one
                 # engine id, which the writer never emits): the first record stands.

@@ -286,18 +286,23 @@ class ErasureActivities:
                     out.setdefault(euid, set()).add(root)
         return out
 
+    def _resident_pairs(
+        self, scope: Scope, values: list[str], sql: str, first: str, second: str
+    ) -> Iterator[tuple[str, str]]:
+        """(first, second) column pairs of a resident query run once per chunk of ``values``
+        (``sql`` names the chunk's IN list ``{ids}``)."""
+        for chunk in _chunks(values, _IN_CHUNK):
+            table = self._resident(scope, sql.format(ids=_in_list(chunk)))
+            yield from zip(table[first].to_pylist(), table[second].to_pylist(), strict=True)
+
     def _fact_roots(self, scope: Scope, euids: list[str]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
-        for chunk in _chunks(euids, _IN_CHUNK):
-            table = self._resident(
-                scope,
-                "SELECT DISTINCT process_euid, execution_id FROM threads_v1 "
-                f"WHERE is_root AND process_euid IN ({_in_list(chunk)})",
-            )
-            for euid, root in zip(
-                table["process_euid"].to_pylist(), table["execution_id"].to_pylist(), strict=True
-            ):
-                out.setdefault(euid, set()).add(root)
+        sql = (
+            "SELECT DISTINCT process_euid, execution_id FROM threads_v1"
+            " WHERE is_root AND process_euid IN ({ids})"
+        )
+        for euid, root in self._resident_pairs(scope, euids, sql, "process_euid", "execution_id"):
+            out.setdefault(euid, set()).add(root)
         return out
 
     def _referenced_cids(self, scope: Scope, roots: list[str]) -> set[str]:
@@ -455,17 +460,13 @@ class ErasureActivities:
         """
         gone = set(erased)
         used: dict[str, set[str]] = {}
-        for chunk in _chunks(programs, _IN_CHUNK):
-            table = self._resident(
-                scope,
-                "SELECT program_id, process_euid FROM calls_v1 "
-                f"WHERE program_id IN ({_in_list(chunk)}) GROUP BY program_id, process_euid",
-            )
-            for program, euid in zip(
-                table["program_id"].to_pylist(), table["process_euid"].to_pylist(), strict=True
-            ):
-                if euid not in gone:
-                    used.setdefault(program, set()).add(euid)
+        sql = (
+            "SELECT program_id, process_euid FROM calls_v1"
+            " WHERE program_id IN ({ids}) GROUP BY program_id, process_euid"
+        )
+        for program, euid in self._resident_pairs(scope, programs, sql, "program_id", "process_euid"):
+            if euid not in gone:
+                used.setdefault(program, set()).add(euid)
         return {program: len(streams) for program, streams in sorted(used.items())}
 
     def _program_fact_rows(self, scope: Scope, programs: list[str]) -> int:

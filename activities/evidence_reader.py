@@ -64,6 +64,11 @@ def is_missing(exc: ClientError) -> bool:
     return str(exc.response.get("Error", {}).get("Code")) in _MISSING_CODES
 
 
+def already_exists(exc: ClientError) -> bool:
+    """A create-only PUT (``If-None-Match: *``) found the key taken."""
+    return str(exc.response.get("Error", {}).get("Code")) in ("PreconditionFailed", "412")
+
+
 @dataclass(frozen=True, slots=True)
 class ListedObject:
     key: str

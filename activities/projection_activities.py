@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import contracts as c
 from activities.engine_registry import EngineRegistry
-from activities.evidence_reader import EvidenceReader
+from activities.evidence_reader import EvidenceReader, already_exists
 from activities.fact_sink import FactSink
 from activities.lance_committer import LanceCommitter
 from activities.lance_store import (
@@ -545,7 +545,7 @@ class ProjectionActivities:
         try:
             self.s3.put_object(Bucket=self.bucket, Key=marker, Body=body, IfNoneMatch="*")
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+            if already_exists(exc):
                 return c.QuarantineResult(marker, False)
             raise
         log.warning("quarantined object reason=%s marker=%s", inp.reason, marker)
@@ -631,13 +631,10 @@ class ProjectionActivities:
             inp = self._input(reader, scope, euid, seq, rs.root, stream_started, None, data_seqs, indexes)
             # Only the segments that hold this root's groups belong to it.
             out.append(
-                ExecutionInput(
-                    inp.process_euid,
-                    inp.stream_started,
-                    dataclasses.replace(inp.context, gaps=gaps),
-                    None,
-                    tuple(r for r in inp.data if r.group is not None),
-                    inp.function_table,
+                dataclasses.replace(
+                    inp,
+                    context=dataclasses.replace(inp.context, gaps=gaps),
+                    data=tuple(r for r in inp.data if r.group is not None),
                 )
             )
         return out
