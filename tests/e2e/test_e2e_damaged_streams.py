@@ -115,7 +115,6 @@ def test_every_damage_mode_is_projected_to_the_readers_states(world: World, tmp_
     assert mismatched == []
 
     # status accounts for every execution, each once.
-    doc = world.status()
-    counts = doc["executions"]
     wait_for(lambda: world.status()["executions"].get("pending", 0) == 0, 30, "nothing pending")
-    assert sum(world.status()["executions"].values()) == len(by_truth), counts
+    counts = world.status()["executions"]
+    assert sum(counts.values()) == len(by_truth), counts
