@@ -367,45 +367,48 @@ def _final_count_star(root: exp.Expression) -> None:
             node.set("this", exp.Star())
 
 
-def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
-    """Plan ``sql``. ``candidate_cap``: the most public rows a private query may pull from Boundary."""
-    root = parse_select(sql)
-    tables = _relations_in(root)
-    names = {t.name for t in tables}
+# --- the passes ----------------------------------------------------------------------------------------
+#
+# plan_query runs them in this order; each returns a small value, tested on its own
+# (tests/coordinator/test_planner_passes.py).
 
-    # Find private references anywhere in the statement.
-    refs: dict[tuple[str, tuple[str | int, ...]], PrivateRef] = {}
+
+@dataclass(frozen=True)
+class PrivateReads:
+    """Pass 1 (:func:`find_private_reads`): what private data a statement reads, or nothing."""
+
+    relation: str
+    roles: tuple[str, ...]
+    refs: tuple[PrivateRef, ...]
+    substrings: tuple[SubstringColumn, ...]
+
+
+def find_private_reads(root: exp.Expression, tables: list[exp.Table]) -> PrivateReads | None:
+    """The private references and whole-value substring tests in ``root``; None for a public query.
+
+    Rewrites ``<role> LIKE '%x%'`` into substring pseudo columns in place. Refuses private columns
+    that are not queryable, and the shapes a private query cannot take (UNION, joins, subqueries).
+    """
+    names = {t.name for t in tables}
     private_cols = {name: _private_columns_of(name) for name in names}
     roles_all = tuple(sorted({r for n in names for r in PRIVATE_ROLES.get(n, ())}))
     substrings = _substring_columns(root, roles_all)
-    found: list[tuple[exp.Expression, str, tuple[str | int, ...]]] = []
+    found: list[tuple[str, tuple[str | int, ...]]] = []
     for node in list(root.walk()):
-        if (
-            isinstance(node, exp.Bracket)
-            and isinstance(node.parent, exp.Bracket)
-            and node.parent.this is node
-        ):
-            continue  # inner link of a chain: the outermost bracket is handled
-        if isinstance(node, exp.Column) and isinstance(node.parent, exp.Bracket) and node.parent.this is node:
-            continue
-        if isinstance(node, exp.Bracket | exp.Column):
-            hit = _ref_of(node, roles_all) if roles_all else None
-            if hit is not None:
-                found.append((node, hit[0], hit[1]))
-            elif isinstance(node, exp.Column):
-                for rel_name, cols in private_cols.items():
-                    if node.name in cols and node.name not in roles_all:
-                        raise UnsupportedQuery(
-                            f"private column {rel_name}.{node.name} is not queryable in this version",
-                            remedy="Query args, output and error of calls_v1.",
-                        )
+        if not isinstance(node, exp.Bracket | exp.Column) or _inner_link(node):
+            continue  # the outermost bracket of a chain stands for the whole chain
+        hit = _ref_of(node, roles_all) if roles_all else None
+        if hit is not None:
+            found.append(hit)
+        elif isinstance(node, exp.Column):
+            for rel_name, cols in private_cols.items():
+                if node.name in cols and node.name not in roles_all:
+                    raise UnsupportedQuery(
+                        f"private column {rel_name}.{node.name} is not queryable in this version",
+                        remedy="Query args, output and error of calls_v1.",
+                    )
     if not found and not substrings:
-        return QueryPlan(
-            relation=next(iter(names)) if len(names) == 1 else None,
-            query_class="public",
-            resident_sql=root.sql(dialect=DIALECT),
-        )
-
+        return None
     if not isinstance(root, exp.Select):
         raise UnsupportedQuery("UNION over private fields is not supported; run each part separately")
     if len(tables) != 1 or root.args.get("joins") or root.find(exp.CTE) or root.find(exp.Subquery):
@@ -415,174 +418,307 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
         )
     relation = tables[0].name
     roles = PRIVATE_ROLES.get(relation, ())
-    for _node, role, path in found:
+    refs: dict[tuple[str, tuple[str | int, ...]], PrivateRef] = {}
+    for role, path in found:
         if role not in roles:
             raise UnsupportedQuery(f"{relation} has no private field {role}")
-        key = (role, path)
-        if key not in refs:
-            refs[key] = PrivateRef(role, path, f"__p{len(refs)}")
+        if (role, path) not in refs:
+            refs[(role, path)] = PrivateRef(role, path, f"__p{len(refs)}")
+    return PrivateReads(relation, roles, tuple(refs.values()), tuple(substrings))
 
+
+def _inner_link(node: exp.Bracket | exp.Column) -> bool:
+    """True for the inner links of a subscript chain (``args`` and ``args['a']`` in ``args['a']['b']``)."""
+    return isinstance(node.parent, exp.Bracket) and node.parent.this is node
+
+
+@dataclass(frozen=True)
+class FinalTree:
+    """Pass 2 (:func:`final_tree`): the statement over pseudo columns, and which names are private."""
+
+    tree: exp.Select
+    by_column: dict[str, PrivateRef]
+    substring_columns: frozenset[str]
+    # Select aliases whose expression reads a private field count as private where they are used.
+    private_aliases: frozenset[str]
+
+    def reads_private(self, node: exp.Expression) -> bool:
+        return any(
+            c.name in self.by_column or c.name in self.substring_columns for c in node.find_all(exp.Column)
+        )
+
+    def reads_private_or_alias(self, node: exp.Expression) -> bool:
+        return any(
+            c.name in self.by_column or c.name in self.private_aliases for c in node.find_all(exp.Column)
+        )
+
+
+def final_tree(root: exp.Select, reads: PrivateReads) -> FinalTree:
+    """A copy of ``root`` with each private reference replaced by its pseudo column."""
+    refs = {(r.role, r.path): r for r in reads.refs}
     final = copy.deepcopy(root)
     # A bare private field in the select list keeps its written name as the result column.
     for i, item in enumerate(list(final.expressions)):
-        if isinstance(item, exp.Bracket | exp.Column) and _ref_of(item, roles) is not None:
+        if isinstance(item, exp.Bracket | exp.Column) and _ref_of(item, reads.roles) is not None:
             final.expressions[i] = exp.alias_(item, item.sql(dialect=DIALECT), quoted=True)
     for node in list(final.walk()):
-        if isinstance(node, exp.Bracket | exp.Column):
-            if isinstance(node.parent, exp.Bracket) and node.parent.this is node:
-                continue
-            hit = _ref_of(node, roles)
+        if isinstance(node, exp.Bracket | exp.Column) and not _inner_link(node):
+            hit = _ref_of(node, reads.roles)
             if hit is not None:
                 node.replace(exp.column(refs[hit].column))
-    by_column = {r.column: r for r in refs.values()}
-    substring_names = {sc.column for sc in substrings}
-    # Select aliases whose expression reads a private field count as private where they are used.
-    private_aliases = {
+    by_column = {r.column: r for r in reads.refs}
+    private_aliases = frozenset(
         e.alias
         for e in final.expressions
         if isinstance(e, exp.Alias) and any(c.name in by_column for c in e.find_all(exp.Column))
-    }
-
-    where = final.args.get("where")
-    conds = _conjuncts(where.this if where is not None else None)
-    public_conds: list[exp.Expression] = []
-    private_conds: list[exp.Expression] = []
-    for cond in conds:
-        uses_private = any(
-            c.name in by_column or c.name in substring_names for c in cond.find_all(exp.Column)
-        )
-        (private_conds if uses_private else public_conds).append(cond)
-    leaf_filters = tuple(f for f in (_leaf_filter(c, by_column) for c in private_conds) if f is not None)
-
-    aggregate = _has_aggregate(final)
-    order = final.args.get("order")
-    order_private = order is not None and any(
-        c.name in by_column or c.name in private_aliases
-        for o in order.expressions
-        for c in o.find_all(exp.Column)
     )
-    limit_node = final.args.get("limit")
-    offset_node = final.args.get("offset")
-    limit = _int_of(limit_node.expression) if limit_node is not None else None
-    offset = _int_of(offset_node.expression) if offset_node is not None else 0
+    return FinalTree(final, by_column, frozenset(sc.column for sc in reads.substrings), private_aliases)
 
-    # Public columns the final stage needs (everything referenced, minus pseudo and alias names).
-    aliases = {e.alias for e in final.expressions if isinstance(e, exp.Alias)}
-    pub_names = {c.name for c in catalog.relation(relation).columns if c.visibility == "public"}
-    needed = {
-        c.name
-        for c in final.find_all(exp.Column)
-        if c.name not in by_column and c.name not in substring_names
-    }
-    unknown = sorted(n for n in needed - pub_names - aliases)
-    if unknown:
-        raise UnsupportedQuery(f"unknown column(s) of {relation}: {', '.join(unknown)}")
-    if any(isinstance(e, exp.Star) for e in final.expressions):
-        needed |= pub_names - {"tenant_id", "project_id", "environment_id", "generation", "row_id"}
-    needed &= pub_names
-    needed |= set(IDENTITY_COLUMNS) | {f"{r.role}_state" for r in refs.values()}
-    needed |= {f"{sc.role}_state" for sc in substrings}
-    # Whole values are read by CID (values_v1 or cas/values/); the CID is a public column.
-    needed |= {f"{r.role}_cid" for r in refs.values() if r.whole}
-    resident_columns = tuple(sorted(needed))
 
-    resident = exp.select(*[exp.column(c) for c in resident_columns]).from_(exp.to_table(relation))
-    if public_conds:
-        resident = resident.where(exp.and_(*[copy.deepcopy(c) for c in public_conds]))
+@dataclass(frozen=True)
+class Conjuncts:
+    """Pass 3 (:func:`split_conjuncts`): the WHERE conjuncts, by whether they read private data."""
+
+    public: tuple[exp.Expression, ...]
+    private: tuple[exp.Expression, ...]
+
+
+def split_conjuncts(final: FinalTree) -> Conjuncts:
+    where = final.tree.args.get("where")
+    public: list[exp.Expression] = []
+    private: list[exp.Expression] = []
+    for cond in _conjuncts(where.this if where is not None else None):
+        (private if final.reads_private(cond) else public).append(cond)
+    return Conjuncts(tuple(public), tuple(private))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The statement's aggregation, ordering and paging, read off the final tree."""
+
+    aggregate: bool
+    order: exp.Order | None
+    order_private: bool
+    limit: int | None
+    offset: int
+
+    @property
+    def pushable_order(self) -> bool:
+        """The ORDER BY can run in Boundary: it reads no private field and nothing aggregates."""
+        return self.order is not None and not self.order_private and not self.aggregate
+
+
+def query_shape(final: FinalTree) -> Shape:
+    tree = final.tree
+    order = tree.args.get("order")
+    order_private = order is not None and any(final.reads_private_or_alias(o) for o in order.expressions)
+    limit_node = tree.args.get("limit")
+    offset_node = tree.args.get("offset")
+    return Shape(
+        aggregate=_has_aggregate(tree),
+        order=order,
+        order_private=order_private,
+        limit=_int_of(limit_node.expression) if limit_node is not None else None,
+        offset=_int_of(offset_node.expression) if offset_node is not None else 0,
+    )
+
+
+@dataclass(frozen=True)
+class ResidentSelect:
+    """Pass 4 (:func:`resident_select`): the public subquery Boundary runs, and how it is bounded."""
+
+    sql: str
+    columns: tuple[str, ...]
+    early_limit: int | None
+    capped: bool
+
+
+def resident_select(
+    reads: PrivateReads, final: FinalTree, conds: Conjuncts, shape: Shape, candidate_cap: int
+) -> ResidentSelect:
+    """Only public columns, the public conjuncts, the ORDER BY and LIMIT when they can run there,
+    else a cap of ``candidate_cap + 1`` rows (so the executor can tell the cap was reached)."""
+    columns = _resident_columns(reads, final)
+    resident = exp.select(*[exp.column(c) for c in columns]).from_(exp.to_table(reads.relation))
+    if conds.public:
+        resident = resident.where(exp.and_(*[copy.deepcopy(c) for c in conds.public]))
+    if shape.pushable_order:
+        assert shape.order is not None
+        resident.set("order", copy.deepcopy(shape.order))
     early_limit: int | None = None
-    capped = False
-    pushable_order = order is not None and not order_private and not aggregate
-    if pushable_order:
-        assert order is not None
-        resident.set("order", copy.deepcopy(order))
-    if not aggregate and not order_private and limit is not None and (order is None or pushable_order):
-        early_limit = limit + (offset or 0)
-        if not private_conds:
+    if (
+        not shape.aggregate
+        and not shape.order_private
+        and shape.limit is not None
+        and (shape.order is None or shape.pushable_order)
+    ):
+        early_limit = shape.limit + shape.offset
+        if not conds.private:
             resident = resident.limit(early_limit)
+    capped = False
     if resident.args.get("limit") is None:
         resident = resident.limit(candidate_cap + 1)
         capped = True
-    resident_sql = resident.sql(dialect=DIALECT)
-    _assert_no_private_leak(resident, list(refs.values()), public_conds, private_conds)
-    leaf_filters = leaf_filters + tuple(LeafFilter(sc.role, None, "contains", sc.needle) for sc in substrings)
+    _assert_no_private_leak(resident, list(reads.refs), list(conds.public), list(conds.private))
+    return ResidentSelect(resident.sql(dialect=DIALECT), columns, early_limit, capped)
 
+
+def _resident_columns(reads: PrivateReads, final: FinalTree) -> tuple[str, ...]:
+    """Public columns the final stage needs (everything referenced, minus pseudo and alias names),
+    plus the call's identity, each read role's availability and the CIDs of whole values."""
+    tree = final.tree
+    aliases = {e.alias for e in tree.expressions if isinstance(e, exp.Alias)}
+    pub_names = {c.name for c in catalog.relation(reads.relation).columns if c.visibility == "public"}
+    needed = {
+        c.name
+        for c in tree.find_all(exp.Column)
+        if c.name not in final.by_column and c.name not in final.substring_columns
+    }
+    unknown = sorted(n for n in needed - pub_names - aliases)
+    if unknown:
+        raise UnsupportedQuery(f"unknown column(s) of {reads.relation}: {', '.join(unknown)}")
+    if any(isinstance(e, exp.Star) for e in tree.expressions):
+        needed |= pub_names - {"tenant_id", "project_id", "environment_id", "generation", "row_id"}
+    needed &= pub_names
+    needed |= set(IDENTITY_COLUMNS) | {f"{role}_state" for role in _read_roles(reads)}
+    # Whole values are read by CID (values_v1 or cas/values/); the CID is a public column.
+    needed |= {f"{r.role}_cid" for r in reads.refs if r.whole}
+    return tuple(sorted(needed))
+
+
+def _read_roles(reads: PrivateReads) -> set[str]:
+    return {r.role for r in reads.refs} | {sc.role for sc in reads.substrings}
+
+
+@dataclass(frozen=True)
+class FinalSelect:
+    """Pass 5 (:func:`final_select`): the SQL DataFusion runs over the joined rows."""
+
+    sql: str
+    where_sql: str | None
+    # Result columns that hold a whole value's JSON rendering (emitted as JSON, not as text).
+    json_columns: tuple[str, ...]
+
+
+def final_select(final: FinalTree, conds: Conjuncts, shape: Shape) -> FinalSelect:
+    """Renders ``final`` for DataFusion (modifying it): pending rows pass every private conjunct,
+    and each row carries ``private_state`` unless the query aggregates or selects ``*``."""
+    tree = final.tree
     # Pending rows never vanish behind a private filter: they pass it and carry private_state.
-    if private_conds and not aggregate:
-        new_where: list[exp.Expression] = list(public_conds)
-        for cond in private_conds:
-            new_where.append(
-                exp.Paren(
-                    this=exp.or_(
-                        copy.deepcopy(cond), exp.column(PRIVATE_STATE).eq(exp.Literal.string("pending"))
-                    )
-                )
-            )
-        final.set("where", exp.Where(this=exp.and_(*new_where)))
-    if not aggregate and not any(isinstance(e, exp.Star) for e in final.expressions):
-        final.select(exp.column(PRIVATE_STATE), copy=False)
-    _final_count_star(final)
-    final_sql = final.sql(dialect=FINAL_DIALECT)
-    final_where = final.args.get("where")
-    final_where_sql = final_where.this.sql(dialect=FINAL_DIALECT) if final_where is not None else None
-    whole_columns = {r.column for r in refs.values() if r.whole}
+    if conds.private and not shape.aggregate:
+        pending = exp.column(PRIVATE_STATE).eq(exp.Literal.string("pending"))
+        new_where = list(conds.public) + [
+            exp.Paren(this=exp.or_(copy.deepcopy(cond), copy.deepcopy(pending))) for cond in conds.private
+        ]
+        tree.set("where", exp.Where(this=exp.and_(*new_where)))
+    if not shape.aggregate and not any(isinstance(e, exp.Star) for e in tree.expressions):
+        tree.select(exp.column(PRIVATE_STATE), copy=False)
+    _final_count_star(tree)
+    where = tree.args.get("where")
+    whole_columns = {c for c, r in final.by_column.items() if r.whole}
     json_columns = []
-    for item in final.expressions:
+    for item in tree.expressions:
         inner = item.this if isinstance(item, exp.Alias) else item
         if isinstance(inner, exp.Column) and inner.name in whole_columns:
             json_columns.append(item.alias_or_name)
+    return FinalSelect(
+        tree.sql(dialect=FINAL_DIALECT),
+        where.this.sql(dialect=FINAL_DIALECT) if where is not None else None,
+        tuple(json_columns),
+    )
 
-    public_narrowing = any(_narrows(c) for c in public_conds)
+
+@dataclass(frozen=True)
+class Classification:
+    """Pass 6 (:func:`classify`): the query class and whether the query is narrow enough to run
+    interactively (``reasons`` says why not)."""
+
+    query_class: QueryClass
+    narrowed: bool
+    reasons: tuple[str, ...]
+
+
+def classify(
+    final: FinalTree, conds: Conjuncts, leaf_filters: tuple[LeafFilter, ...], shape: Shape
+) -> Classification:
     exact = any(f.op == "eq" for f in leaf_filters)
-    narrowed = public_narrowing or (exact and limit is not None)
+    narrowed = any(_narrows(c) for c in conds.public) or (exact and shape.limit is not None)
     ids = any(
         isinstance(c, exp.EQ) and {x.name for x in c.find_all(exp.Column)} & {"call_id", "execution_id"}
-        for c in public_conds
+        for c in conds.public
     )
+    group = final.tree.args.get("group")
     qclass: QueryClass
-    group = final.args.get("group")
-    group_exprs = list(group.expressions) if group is not None else []
-    if aggregate and any(
-        c.name in by_column or c.name in private_aliases for g in group_exprs for c in g.find_all(exp.Column)
+    if (
+        shape.aggregate
+        and group is not None
+        and any(final.reads_private_or_alias(g) for g in group.expressions)
     ):
         qclass = "private_group"
     elif exact:
         qclass = "private_exact"
     elif (
-        substrings
+        final.substring_columns
         or any(f.op == "contains" for f in leaf_filters)
-        or any(isinstance(c, exp.Like) for c in private_conds)
+        or any(isinstance(c, exp.Like) for c in conds.private)
     ):
         qclass = "private_substring"
-    elif order_private:
+    elif shape.order_private:
         qclass = "private_order"
-    elif private_conds:
+    elif conds.private:
         qclass = "private_filter"
     elif ids:
         qclass = "value_read"
     else:
         qclass = "private_projection"
-    reasons: list[str] = []
-    if not narrowed:
-        reasons.append(
-            "no filter on call_id, execution_id, function_name or a time window bounds the candidates"
+    reasons = (
+        ()
+        if narrowed
+        else ("no filter on call_id, execution_id, function_name or a time window bounds the candidates",)
+    )
+    return Classification(qclass, narrowed, reasons)
+
+
+def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
+    """Plan ``sql``. ``candidate_cap``: the most public rows a private query may pull from Boundary."""
+    root = parse_select(sql)
+    tables = _relations_in(root)
+    reads = find_private_reads(root, tables)
+    if reads is None:
+        names = {t.name for t in tables}
+        return QueryPlan(
+            relation=next(iter(names)) if len(names) == 1 else None,
+            query_class="public",
+            resident_sql=root.sql(dialect=DIALECT),
         )
+    assert isinstance(root, exp.Select)  # find_private_reads refuses set operations
+    final = final_tree(root, reads)
+    conds = split_conjuncts(final)
+    shape = query_shape(final)
+    resident = resident_select(reads, final, conds, shape, candidate_cap)
+    leaf_filters = tuple(
+        f for f in (_leaf_filter(c, final.by_column) for c in conds.private) if f is not None
+    )
+    leaf_filters += tuple(LeafFilter(sc.role, None, "contains", sc.needle) for sc in reads.substrings)
+    kind = classify(final, conds, leaf_filters, shape)
+    rendered = final_select(final, conds, shape)
     return QueryPlan(
-        relation=relation,
-        query_class=qclass,
-        resident_sql=resident_sql,
-        final_sql=final_sql,
-        final_where_sql=final_where_sql,
-        json_columns=tuple(json_columns),
-        refs=tuple(refs.values()),
+        relation=reads.relation,
+        query_class=kind.query_class,
+        resident_sql=resident.sql,
+        final_sql=rendered.sql,
+        final_where_sql=rendered.where_sql,
+        json_columns=rendered.json_columns,
+        refs=reads.refs,
         leaf_filters=leaf_filters,
-        resident_columns=resident_columns,
-        early_limit=early_limit,
-        resident_capped=capped,
-        narrowed=narrowed,
-        aggregate=aggregate,
-        reasons=tuple(reasons),
-        substrings=tuple(substrings),
-        leaf_prune=leaf_prune(public_conds),
+        resident_columns=resident.columns,
+        early_limit=resident.early_limit,
+        resident_capped=resident.capped,
+        narrowed=kind.narrowed,
+        aggregate=shape.aggregate,
+        reasons=kind.reasons,
+        substrings=reads.substrings,
+        leaf_prune=leaf_prune(list(conds.public)),
     )
 
 
