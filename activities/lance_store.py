@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from activities.projection.batches import private_schema
 from api.common.aws import ObjectStoreAccess
 from formats import catalog
+from formats.deployment_settings import reveal
 from formats.object_keys import Scope, lance_dataset_key, lance_dataset_uri
 
 log = logging.getLogger("baml_studio.lance_store")
@@ -219,7 +220,7 @@ class LanceStore:
             endpoint_url=access.s3_endpoint_url or None,
             region=access.aws_region,
             access_key_id=access.aws_access_key_id,
-            secret_access_key=access.aws_secret_access_key,
+            secret_access_key=reveal(access.aws_secret_access_key),
         )
 
     def uri(self, scope: Scope, dataset: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -70,7 +70,7 @@ class ProjectionSettings(BaseSettings):
     boundary_control_url: str | None = Field(
         default=None, description="Boundary control API, for the rebuild's generation switch (operator)."
     )
-    operator_token: str | None = Field(
+    operator_token: SecretStr | None = Field(
         default=None, description="Operator token for the generation switch; unset: the stack's."
     )
     queue_url: str | None = Field(

@@ -550,11 +550,11 @@ class Flusher:
                     euid, flush_id, batch[half:], deadline
                 )
             except GatewayRejected as exc:
-                self.metrics.count("errors", f"authorize_rejected_{exc.status}")
+                self.metrics.count("errors", f"authorize_rejected_{exc.label}")
                 log.error("publisher authorize rejected (%s), flush %s: reported as a bug", exc, flush_id)
                 raise
             except GatewayRetryable as exc:
-                self.metrics.count("errors", f"authorize_{exc.status or 'network'}")
+                self.metrics.count("errors", f"authorize_{exc.label}")
                 self._backoff(attempt, exc.retry_after, deadline)
                 attempt += 1
                 continue

@@ -21,7 +21,7 @@ from formats.profile_store import ProfileStore, PublisherBusy, PublisherLease
 from formats.upload_wire import PublisherConfig
 from publisher.flush import Flusher, FlushHooks, FlushReport, ShippingStopped
 from publisher.metrics import PublisherMetrics
-from publisher.settings import PublisherSettings
+from publisher.settings import TOKEN_ENV, PublisherSettings
 from publisher.transport import GatewayClient, GatewayError, GatewayStopped, S3Putter
 
 log = logging.getLogger("baml.publisher")
@@ -45,6 +45,10 @@ class Publisher:
         self.store = store or ProfileStore(self.settings.resolved_profile_dir())
         self.metrics = PublisherMetrics()
         self.config = PublisherConfig()
+        if not self.settings.token.get_secret_value().strip():
+            # The host is not stopped for it: the gateway's 401 stops shipping ("unauthorized") and
+            # set_token() resumes it. The CLI refuses to start without one (require_token).
+            log.warning("publisher has no token: set %s; shipping stays stopped until set_token()", TOKEN_ENV)
         self._gateway = GatewayClient(
             self.settings.gateway_url,
             self.settings.token.get_secret_value(),
@@ -319,7 +323,7 @@ class Publisher:
             self._set_stopped("unauthorized")
             return
         except GatewayError as exc:  # 429/5xx/network/bad body: keep the last configuration
-            self.metrics.count("errors", f"config_{exc.status or 'network'}")
+            self.metrics.count("errors", f"config_{exc.label}")
             self._config_loaded_at = now - period + min(period, self.settings.stopped_poll_seconds)
             if self._stopped_reason == "unauthorized":
                 return

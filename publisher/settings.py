@@ -1,4 +1,5 @@
-"""Local publisher settings: argument, then ``BAML_PUBLISHER_*`` environment variable, then default.
+"""Local publisher settings: argument, then ``BAML_PUBLISHER_*`` environment variable, then the
+running embedded stack's ``stack.json`` (gateway URL and publisher token only), then default.
 
 These are the host-side settings (where the gateway is, the token, the profile root, timeouts).
 The gateway-owned limits (flush interval, pack size, retention...) come from
@@ -9,19 +10,25 @@ built-in defaults there; the one local override is Lambda mode, which caps the i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from formats.deployment_settings import DeploymentSettings, require_setting
 from formats.profile_store.layout import ENV_PROFILE_DIR, default_root
 
 ENV_PREFIX = "BAML_PUBLISHER_"
+TOKEN_ENV = ENV_PREFIX + "TOKEN"
 
 
-class PublisherSettings(BaseSettings):
-    """Construct with keyword arguments to override the environment (argument → env → default)."""
+class PublisherSettings(DeploymentSettings):
+    """Keyword arguments override the environment (argument → env → stack.json → default)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", populate_by_name=True)
+    # While an embedded stack runs here (./run/stack, or BAML_STUDIO_STACK_RUN_DIR), an unset URL
+    # and token are the stack's: `baml-studio publish DIR` needs no configuration next to it.
+    stack_fields: ClassVar[dict[str, str]] = {"gateway_url": "gateway_url", "token": "publisher_token"}
 
     gateway_url: str = Field("http://127.0.0.1:8700", description="Base URL of the data-plane gateway.")
     token: SecretStr = Field(SecretStr(""), description="Publisher token (bearer) for the gateway.")
@@ -83,6 +90,12 @@ class PublisherSettings(BaseSettings):
         if self.backoff_cap_seconds < self.backoff_base_seconds:
             raise ValueError("backoff_cap_seconds must be at least backoff_base_seconds")
         return self
+
+    def require_token(self) -> str:
+        """The token, or a :class:`MissingSettingError` naming the setting when it is missing or empty."""
+        return require_setting(
+            self.token, setting="publisher token", env=TOKEN_ENV, flag="--token", run_dir=self.stack_run_dir
+        )
 
     def resolved_profile_dir(self) -> Path:
         return self.profile_dir if self.profile_dir is not None else default_root(Path.cwd())

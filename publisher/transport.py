@@ -32,6 +32,11 @@ class GatewayError(Exception):
         self.status = status
         self.retry_after = retry_after
 
+    @property
+    def label(self) -> str:
+        """How the error is counted: the HTTP status, else ``network``."""
+        return str(self.status) if self.status is not None else "network"
+
 
 class GatewayStopped(GatewayError):
     """401, 403 or 409: the token is invalid or does not cover the scope. Stop shipping, poll config."""
@@ -43,6 +48,19 @@ class GatewayRetryable(GatewayError):
 
 class GatewayRejected(GatewayError):
     """400, or a response that does not parse: a bug on one side. Drop this request until next flush."""
+
+
+class GatewayRequestInvalid(GatewayRejected):
+    """The request could not be sent as built (a header or URL httpx refuses): ours to fix, not the
+    network's, so it is never retried as a network error."""
+
+    @property
+    def label(self) -> str:
+        return str(self.status) if self.status is not None else "local"
+
+
+# httpx raises these before anything leaves the host: a bad setting or a bug, never the network.
+_LOCAL_ERRORS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL)
 
 
 class GatewayTooLarge(GatewayError):
@@ -111,11 +129,18 @@ class GatewayClient:
         self._token = token
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._token}", "X-Baml-Request-Id": str(uuid.uuid4())}
+        headers = {"X-Baml-Request-Id": str(uuid.uuid4())}
+        # No token, no Authorization header: the gateway answers 401 ("unauthorized"), where an empty
+        # "Bearer " would be refused by httpx itself and look like a network error.
+        if self._token.strip():
+            headers["Authorization"] = f"Bearer {self._token.strip()}"
+        return headers
 
     def get_config(self) -> PublisherConfig:
         try:
             response = self._http.get(self._base + CONFIG_PATH, headers=self._headers())
+        except _LOCAL_ERRORS as exc:
+            raise GatewayRequestInvalid(f"config: request not sent ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
             raise GatewayRetryable(f"config: {type(exc).__name__}") from None
         _raise_for_gateway(response, "config")
@@ -129,6 +154,8 @@ class GatewayClient:
         headers = self._headers() | {"Content-Type": "application/json"}
         try:
             response = self._http.post(self._base + AUTHORIZE_PATH, content=body, headers=headers)
+        except _LOCAL_ERRORS as exc:
+            raise GatewayRequestInvalid(f"authorize: request not sent ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
             raise GatewayRetryable(f"authorize: {type(exc).__name__}") from None
         _raise_for_gateway(response, "authorize")

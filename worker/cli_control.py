@@ -2,7 +2,8 @@
 
 The URL and the bearer token come from ``--boundary-url``/``--token``, else
 ``BAML_STUDIO_CLI_BOUNDARY_URL``/``BAML_STUDIO_CLI_TOKEN``, else the running stack's
-``stack.json`` (its operator token). Every request carries ``X-Baml-Request-Id``; mutations carry
+``stack.json`` (its operator token): one resolver, :class:`worker.settings.CliSettings`. A missing
+URL or token exits 2 before any request. Every request carries ``X-Baml-Request-Id``; mutations carry
 an ``Idempotency-Key``. Token secrets are printed once, when issued or rotated.
 """
 
@@ -19,7 +20,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from worker.settings import ControlCliSettings
+from formats.deployment_settings import ConfigurationError, require_setting
+from worker.settings import CliSettings
 from worker.stack.state import StackState, load_stack_state, resolve_run_dir
 
 tenants_app = typer.Typer(help="Tenants in the Boundary control plane.", no_args_is_help=True)
@@ -38,6 +40,9 @@ Token = Annotated[str | None, typer.Option("--token", help="Bearer token (env BA
 AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table.")]
 
 
+EXIT_CONFIGURATION = 2
+
+
 class ControlError(Exception):
     """Something the operator must act on; the message says what to do next."""
 
@@ -50,24 +55,30 @@ class ControlTarget:
     timeout_s: float
 
 
+def cli_settings(run_dir: Path | None, **flags: str | None) -> CliSettings:
+    """The CLI's settings: these flags, else ``BAML_STUDIO_CLI_*``, else the running stack's stack.json."""
+    given: dict[str, object] = {k: v for k, v in flags.items() if v is not None}
+    if run_dir is not None:
+        given["stack_run_dir"] = run_dir
+    return CliSettings(**given)  # type: ignore[arg-type]
+
+
 def resolve_target(run_dir: Path | None, boundary_url: str | None, token: str | None) -> ControlTarget:
-    settings = ControlCliSettings()
-    url = boundary_url or settings.boundary_url
-    bearer = token or settings.token
-    stack = None
-    if not url or not bearer:
-        directory = resolve_run_dir(run_dir)
-        stack = load_stack_state(directory)
-        if stack is None or not stack.launcher_alive() or stack.status != "healthy":
-            raise ControlError(
-                f"no running stack found in {directory}: start one with `baml-studio stack up` "
-                "or pass --boundary-url and --token"
-            )
-        url = url or stack.boundary_control_url
-        bearer = bearer or stack.operator_token
-    if not bearer:
-        raise ControlError("no token: pass --token or set BAML_STUDIO_CLI_TOKEN")
-    return ControlTarget(url.rstrip("/"), bearer, stack, settings.timeout_s)
+    settings = cli_settings(run_dir, boundary_url=boundary_url, token=token)
+    directory = resolve_run_dir(run_dir)
+    if not settings.boundary_url:
+        raise ConfigurationError(
+            f"no running stack found in {directory}: start one with `baml-studio stack up` "
+            "or pass --boundary-url (BAML_STUDIO_CLI_BOUNDARY_URL) and --token (BAML_STUDIO_CLI_TOKEN)"
+        )
+    bearer = require_setting(
+        settings.token, setting="operator token", env="BAML_STUDIO_CLI_TOKEN", flag="--token", run_dir=run_dir
+    )
+    # The stack lends its dev scope (tokens issue) only when the URL is its own.
+    stack = load_stack_state(directory)
+    if stack is not None and stack.boundary_control_url != settings.boundary_url:
+        stack = None
+    return ControlTarget(settings.boundary_url.rstrip("/"), bearer, stack, settings.timeout_s)
 
 
 def call(
@@ -114,6 +125,9 @@ def _problem_text(response: httpx.Response) -> str:
 def _run(action: Any) -> None:
     try:
         action()
+    except ConfigurationError as exc:
+        err_console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
+        raise typer.Exit(EXIT_CONFIGURATION) from None
     except ControlError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None

@@ -2,8 +2,10 @@
 
 Exactly one selector: ``--process-euid`` (repeatable), ``--execution-id`` (repeatable) or
 ``--from``/``--to`` (RFC 3339). It asks for confirmation unless ``--yes``. The gateway URL and the
-user token (with the ``erasure`` permission) come from the options, else the running stack's
-``stack.json``. The Idempotency-Key is ``--key`` or a new ULID (printed, so a retry can reuse it).
+user token (with the ``erasure`` permission) come from the options, else
+``BAML_STUDIO_CLI_GATEWAY_URL``/``BAML_STUDIO_CLI_USER_TOKEN``, else the running stack's
+``stack.json``; a missing one exits 2 before any request. The Idempotency-Key is ``--key`` or
+a new ULID (printed, so a retry can reuse it).
 With ``--json`` the prompt and the progress go to stderr and stdout holds only the final erasure
 (receipt included) as one JSON document, for scripts.
 """
@@ -20,7 +22,9 @@ import typer
 from rich.console import Console
 from ulid import ULID
 
-from worker.stack.state import load_stack_state, resolve_run_dir
+from formats.deployment_settings import ConfigurationError, require_setting
+from worker.cli_control import EXIT_CONFIGURATION, cli_settings
+from worker.stack.state import resolve_run_dir
 
 console = Console()
 err_console = Console(stderr=True)
@@ -31,17 +35,21 @@ class EraseError(Exception):
 
 
 def _target(run_dir: Path | None, gateway_url: str | None, token: str | None) -> tuple[str, str]:
-    if gateway_url and token:
-        return gateway_url.rstrip("/"), token
-    stack = load_stack_state(resolve_run_dir(run_dir))
-    if stack is None or not stack.launcher_alive():
-        raise EraseError(
-            "no running stack found: start one with `baml-studio stack up` or pass --gateway-url/--token"
+    """Flags, else ``BAML_STUDIO_CLI_GATEWAY_URL``/``_USER_TOKEN``, else the running stack's."""
+    settings = cli_settings(run_dir, gateway_url=gateway_url, user_token=token)
+    if not settings.gateway_url:
+        raise ConfigurationError(
+            f"no running stack found in {resolve_run_dir(run_dir)}: start one with `baml-studio stack up` "
+            "or pass --gateway-url (BAML_STUDIO_CLI_GATEWAY_URL) and --token"
         )
-    url, bearer = gateway_url or stack.gateway_url, token or stack.user_token
-    if not bearer:
-        raise EraseError("no user token: pass --token (a user token with the erasure permission)")
-    return url.rstrip("/"), bearer
+    bearer = require_setting(
+        settings.user_token,
+        setting="user token (with the erasure permission)",
+        env="BAML_STUDIO_CLI_USER_TOKEN",
+        flag="--token",
+        run_dir=run_dir,
+    )
+    return settings.gateway_url.rstrip("/"), bearer
 
 
 def selector_body(
@@ -142,6 +150,9 @@ def erase(
         result = run_erasure(
             url, bearer, body, key or str(ULID()), progress=err_console if as_json else console
         )
+    except ConfigurationError as exc:
+        err_console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
+        raise typer.Exit(EXIT_CONFIGURATION) from None
     except EraseError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None

@@ -1,7 +1,8 @@
 """``baml-studio publish DIR``: ship a profile directory once, or continuously, and print counters.
 
-Settings resolve option → ``BAML_PUBLISHER_*`` environment variable → default (docs/publisher.md).
-The token is read from ``BAML_PUBLISHER_TOKEN`` (or ``--token``); it is never printed.
+Settings resolve option → ``BAML_PUBLISHER_*`` environment variable → the running embedded stack's
+``stack.json`` (its gateway URL and publisher token) → default (docs/configuration.md). With no
+token from any of them the command exits 2 before any request; the token is never printed.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
+from formats.deployment_settings import ConfigurationError
 from publisher import Publisher, PublisherSettings
+
+EXIT_CONFIGURATION = 2
 
 
 def _print_stats(stats: dict[str, Any], console: Console) -> None:
@@ -26,6 +31,10 @@ def publish_command(
     profile_dir: Annotated[Path, typer.Argument(help="Profile root (…/.baml/profiles-v1).")],
     gateway_url: Annotated[str | None, typer.Option(help="Gateway base URL.")] = None,
     token: Annotated[str | None, typer.Option(help="Publisher token (prefer BAML_PUBLISHER_TOKEN).")] = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option("--run-dir", help="Embedded stack run directory (default ./run/stack)."),
+    ] = None,
     continuous: Annotated[bool, typer.Option("--continuous", help="Keep shipping until Ctrl-C.")] = False,
     duration: Annotated[
         float | None, typer.Option(help="Continuous mode: stop after this many seconds.")
@@ -40,11 +49,16 @@ def publish_command(
     """Ship the profile directory's closed files to the bucket through the gateway."""
     console = Console()
     overrides: dict[str, Any] = {"profile_dir": profile_dir}
-    if gateway_url is not None:
-        overrides["gateway_url"] = gateway_url
-    if token is not None:
-        overrides["token"] = token
-    publisher = Publisher(PublisherSettings(**overrides))
+    for name, value in (("gateway_url", gateway_url), ("token", token), ("stack_run_dir", run_dir)):
+        if value is not None:
+            overrides[name] = value
+    try:
+        settings = PublisherSettings(**overrides)
+        settings.require_token()
+    except (ConfigurationError, ValidationError) as exc:
+        Console(stderr=True).print(f"[red]configuration error:[/red] {exc}", highlight=False)
+        raise typer.Exit(EXIT_CONFIGURATION) from None
+    publisher = Publisher(settings)
     code = 0
     if continuous:
         stop = threading.Event()

@@ -2,7 +2,8 @@
 
 The coordinator URL and the user token come from ``--coordinator-url``/``--token``, else
 ``BAML_STUDIO_CLI_COORDINATOR_URL``/``BAML_STUDIO_CLI_USER_TOKEN``, else the running stack's
-``stack.json``. ``query`` prints a table (``--ndjson`` passes the stream through; ``--job`` submits a
+``stack.json`` (:class:`worker.settings.CliSettings`); a missing URL or token exits 2 before any
+request. ``query`` prints a table (``--ndjson`` passes the stream through; ``--job`` submits a
 background job, shows its progress and prints its result). A stream that ends without its
 ``queryOutcome`` is reported as incomplete (exit status 3). ``jobs list`` lists the jobs this CLI
 submitted from this run directory (the API has no listing endpoint).
@@ -11,7 +12,6 @@ submitted from this run directory (the API has no listing endpoint).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import uuid
@@ -26,7 +26,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 from formats import query_output as qo
-from worker.stack.state import load_stack_state, resolve_run_dir
+from formats.deployment_settings import ConfigurationError, require_setting
+from worker.cli_control import EXIT_CONFIGURATION, cli_settings
+from worker.stack.state import resolve_run_dir
 
 jobs_app = typer.Typer(help="Background query jobs.", no_args_is_help=True)
 console = Console()
@@ -50,20 +52,24 @@ class Target:
 
 def resolve(run_dir: Path | None, url: str | None, token: str | None) -> Target:
     directory = resolve_run_dir(run_dir)
-    url = url or os.environ.get("BAML_STUDIO_CLI_COORDINATOR_URL")
-    token = token or os.environ.get("BAML_STUDIO_CLI_USER_TOKEN")
-    if not url or not token:
-        stack = load_stack_state(directory)
-        if stack is not None:
-            url = url or stack.coordinator_url
-            token = token or stack.user_token
-    if not url or not token:
-        err_console.print(
-            "[red]No coordinator URL or user token.[/red] Start the stack (baml-studio stack up) or pass "
-            "--coordinator-url and --token."
+    try:
+        settings = cli_settings(run_dir, coordinator_url=url, user_token=token)
+        if not settings.coordinator_url:
+            raise ConfigurationError(
+                f"no coordinator URL: no running stack found in {directory}; start one with "
+                "`baml-studio stack up` or pass --coordinator-url (BAML_STUDIO_CLI_COORDINATOR_URL)"
+            )
+        bearer = require_setting(
+            settings.user_token,
+            setting="user token",
+            env="BAML_STUDIO_CLI_USER_TOKEN",
+            flag="--token",
+            run_dir=run_dir,
         )
-        raise typer.Exit(2)
-    return Target(url.rstrip("/"), token, directory)
+    except ConfigurationError as exc:
+        err_console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
+        raise typer.Exit(EXIT_CONFIGURATION) from None
+    return Target(settings.coordinator_url.rstrip("/"), bearer, directory)
 
 
 def _client(t: Target) -> httpx.Client:

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from worker.settings import StackSettings
 from worker.stack.launcher import Launcher, StackError, check_not_running, part_specs
-from worker.stack.report import stack_report
+from worker.stack.report import stack_report, state_document
 from worker.stack.state import StackState, load_stack_state, pid_alive, resolve_run_dir
 from worker.stack.supervisor import stop_groups
 
@@ -78,7 +78,7 @@ def up(
 
     def show(state: StackState) -> None:
         if as_json:
-            console.print_json(state.model_dump_json())
+            console.print_json(json.dumps(state_document(state)))
         else:
             console.print(stack_report(state))
             console.print("[green]stack healthy[/green]; Ctrl-C stops it")
@@ -122,7 +122,7 @@ def _up_detached(settings: StackSettings, as_json: bool) -> None:
         mine = state is not None and state.launcher_pid == process.pid
         if mine and state and state.status == "healthy":
             if as_json:
-                console.print_json(state.model_dump_json())
+                console.print_json(json.dumps(state_document(state)))
             else:
                 console.print(stack_report(state))
                 console.print(
@@ -194,8 +194,14 @@ def probe_parts(state: StackState) -> dict[str, str | None]:
 def status(
     run_dir: RunDirOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    show_secrets: Annotated[
+        bool, typer.Option("--show-secrets", help="Print the tokens and the AWS secret in full.")
+    ] = False,
 ) -> None:
-    """Report each part: up or down, pid, URL and a live health check. Exit code 1 if any is unhealthy."""
+    """Report each part: up or down, pid, URL and a live health check. Exit code 1 if any is unhealthy.
+
+    Tokens and the AWS secret are masked (prefix and last four characters) unless --show-secrets.
+    """
     directory = resolve_run_dir(run_dir)
     state = load_stack_state(directory)
     if state is None:
@@ -206,12 +212,12 @@ def status(
     )
     healthy = running and all(reason is None for reason in health.values())
     if as_json:
-        document = json.loads(state.model_dump_json())
+        document = state_document(state, show_secrets=show_secrets)
         document["health"] = health
         document["healthy"] = healthy
         console.print_json(json.dumps(document))
     else:
-        console.print(stack_report(state, health))
+        console.print(stack_report(state, health, show_secrets=show_secrets))
         console.print("[green]all parts healthy[/green]" if healthy else "[red]stack not healthy[/red]")
     if not healthy:
         raise typer.Exit(1)

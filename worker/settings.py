@@ -5,15 +5,23 @@ family, ``BAML_STUDIO_<PROCESS>_<FIELD>`` (``BAML_STUDIO_WORKER_TASK_QUEUE``,
 ``BAML_STUDIO_BRIDGE_QUEUE_NAME``, ``BAML_STUDIO_STACK_RUN_DIR``...). Every default points at the
 embedded stack that ``baml-studio stack up`` starts with its default ports, so a process started
 by hand on a development machine finds its peers without configuration.
+
+Secrets are ``SecretStr`` (revealed only where they are used). The CLI's settings derive from
+:class:`formats.deployment_settings.DeploymentSettings`: what no flag or variable sets comes from
+the running stack's ``stack.json``. The processes' getters refuse the development placeholder
+credentials outside the embedded stack.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from formats.deployment_settings import DeploymentSettings, refuse_placeholder_credentials
 
 # Defaults of the embedded stack, shared with worker.stack.ports (the one place ports are laid out).
 DEFAULT_TEMPORAL_ADDRESS = "127.0.0.1:7233"
@@ -43,7 +51,9 @@ class TemporalWorkerSettings(BaseSettings):
     )
     aws_region: str = Field(default=DEFAULT_AWS_REGION, description="AWS region of the bucket.")
     aws_access_key_id: str = Field(default=DEFAULT_AWS_KEY, description="S3 access key id.")
-    aws_secret_access_key: str = Field(default=DEFAULT_AWS_KEY, description="S3 secret access key.")
+    aws_secret_access_key: SecretStr = Field(
+        default=SecretStr(DEFAULT_AWS_KEY), description="S3 secret access key."
+    )
     bucket: str = Field(default=DEFAULT_BUCKET, description="Evidence bucket.")
     boundary_workload_url: str = Field(
         default=DEFAULT_BOUNDARY_WORKLOAD_URL, description="Boundary workload API (mTLS) base URL."
@@ -70,7 +80,9 @@ class SqsBridgeSettings(BaseSettings):
     )
     aws_region: str = Field(default=DEFAULT_AWS_REGION, description="AWS region of the queues.")
     aws_access_key_id: str = Field(default=DEFAULT_AWS_KEY, description="SQS access key id.")
-    aws_secret_access_key: str = Field(default=DEFAULT_AWS_KEY, description="SQS secret access key.")
+    aws_secret_access_key: SecretStr = Field(
+        default=SecretStr(DEFAULT_AWS_KEY), description="SQS secret access key."
+    )
     queue_name: str = Field(
         default=DEFAULT_PROJECTION_QUEUE, description="Projection queue (S3 notifications)."
     )
@@ -164,14 +176,33 @@ class StackSettings(BaseSettings):
     )
 
 
+def refuse_placeholders(
+    process: str, prefix: str, settings: TemporalWorkerSettings | SqsBridgeSettings
+) -> None:
+    """Outside the embedded stack, a process must not run on the placeholder AWS credentials."""
+    refuse_placeholder_credentials(
+        process,
+        {
+            f"{prefix}AWS_ACCESS_KEY_ID": settings.aws_access_key_id,
+            f"{prefix}AWS_SECRET_ACCESS_KEY": settings.aws_secret_access_key,
+        },
+    )
+
+
 @lru_cache
 def get_worker_settings() -> TemporalWorkerSettings:
-    return TemporalWorkerSettings()
+    """The Temporal worker process's settings (refused with placeholder credentials outside the stack)."""
+    settings = TemporalWorkerSettings()
+    refuse_placeholders("the Temporal worker", "BAML_STUDIO_WORKER_", settings)
+    return settings
 
 
 @lru_cache
 def get_bridge_settings() -> SqsBridgeSettings:
-    return SqsBridgeSettings()
+    """The SQS bridge process's settings (refused with placeholder credentials outside the stack)."""
+    settings = SqsBridgeSettings()
+    refuse_placeholders("the SQS bridge", "BAML_STUDIO_BRIDGE_", settings)
+    return settings
 
 
 @lru_cache
@@ -179,18 +210,92 @@ def get_stack_settings() -> StackSettings:
     return StackSettings()
 
 
-class ControlCliSettings(BaseSettings):
-    """The operator CLI (``baml-studio tenants|tokens``) reaching a Boundary control API.
+class CliSettings(DeploymentSettings):
+    """The operator CLI (``baml-studio tenants|tokens|query|jobs|erase``) reaching a deployment.
 
-    Unset, both come from the running stack's ``stack.json`` (``BAML_STUDIO_STACK_RUN_DIR``).
+    What no flag and no variable sets comes from the running stack's ``stack.json``.
     """
 
     model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_CLI_", extra="ignore")
+    stack_fields: ClassVar[dict[str, str]] = {
+        "boundary_url": "boundary_control_url",
+        "token": "operator_token",
+        "coordinator_url": "coordinator_url",
+        "user_token": "user_token",
+        "gateway_url": "gateway_url",
+    }
 
     boundary_url: str | None = Field(
         default=None, description="Boundary control API base URL; unset: the running stack's (stack.json)."
     )
-    token: str | None = Field(
+    token: SecretStr | None = Field(
         default=None, description="Operator or admin bearer token; unset: the running stack's operator token."
     )
+    coordinator_url: str | None = Field(
+        default=None, description="Coordinator base URL (query, jobs); unset: the running stack's."
+    )
+    user_token: SecretStr | None = Field(
+        default=None, description="User token (query, jobs, erase); unset: the running stack's user token."
+    )
+    gateway_url: str | None = Field(
+        default=None, description="Gateway base URL (erase); unset: the running stack's."
+    )
     timeout_s: float = Field(default=10.0, gt=0, description="Seconds per control API request.")
+
+
+class OpsCliSettings(DeploymentSettings):
+    """The operator tools (``baml-studio status|replay|rebuild|quarantine``) reaching a deployment's stores.
+
+    What no variable sets comes from the running stack's ``stack.json``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_OPS_", extra="ignore")
+    stack_fields: ClassVar[dict[str, str]] = {
+        "s3_endpoint_url": "s3_endpoint_url",
+        "aws_region": "aws_region",
+        "aws_access_key_id": "aws_access_key_id",
+        "aws_secret_access_key": "aws_secret_access_key",
+        "bucket": "bucket",
+        "queue_url": "queue_url",
+        "dead_letter_queue_url": "dead_letter_queue_url",
+        "temporal_address": "temporal_address",
+        "temporal_namespace": "temporal_namespace",
+        "task_queue": "task_queue",
+        "boundary_control_url": "boundary_control_url",
+        "operator_token": "operator_token",
+        "tenant_id": "tenant_id",
+        "project_id": "project_id",
+        "environment_id": "environment_id",
+    }
+
+    s3_endpoint_url: str | None = Field(
+        default=None, description="S3/SQS endpoint; empty for AWS's default; unset: the stack's."
+    )
+    aws_region: str = Field(default=DEFAULT_AWS_REGION, description="AWS region; unset: the stack's.")
+    aws_access_key_id: str | None = Field(default=None, description="AWS access key id; unset: the stack's.")
+    aws_secret_access_key: SecretStr | None = Field(
+        default=None, description="AWS secret access key; unset: the stack's."
+    )
+    bucket: str | None = Field(default=None, description="Evidence bucket; unset: the stack's.")
+    queue_url: str | None = Field(default=None, description="Projection queue URL; unset: the stack's.")
+    dead_letter_queue_url: str | None = Field(
+        default=None, description="Dead-letter queue URL; unset: the stack's."
+    )
+    temporal_address: str | None = Field(
+        default=None, description="Temporal frontend host:port; unset: the stack's."
+    )
+    temporal_namespace: str = Field(
+        default=DEFAULT_TEMPORAL_NAMESPACE, description="Temporal namespace; unset: the stack's."
+    )
+    task_queue: str | None = Field(default=None, description="Temporal task queue; unset: the stack's.")
+    boundary_control_url: str | None = Field(
+        default=None, description="Boundary control API base URL; unset: the stack's."
+    )
+    operator_token: SecretStr | None = Field(
+        default=None, description="Operator token (generation lookups); unset: the stack's."
+    )
+    tenant_id: str | None = Field(default=None, description="Tenant id; unset: the stack's.")
+    project_id: str | None = Field(default=None, description="Project id; unset: the stack's.")
+    environment_id: str | None = Field(
+        default=None, description="Default environment id; unset: the stack's."
+    )

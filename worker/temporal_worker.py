@@ -86,7 +86,8 @@ def resolve_identity(settings: ProjectionSettings) -> Identity | None:
         tuple(e for e in envs if e[0]),
         settings.queue_url or (state.queue_url if state else None),
         settings.boundary_control_url or (state.boundary_control_url if state else None),
-        settings.operator_token or (state.operator_token if state else None),
+        (settings.operator_token.get_secret_value() if settings.operator_token else None)
+        or (state.operator_token if state else None),
     )
 
 

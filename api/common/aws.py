@@ -6,6 +6,9 @@ from typing import Any, Protocol
 
 import boto3
 from botocore.config import Config
+from pydantic import SecretStr
+
+from formats.deployment_settings import reveal
 
 
 def aws_client(
@@ -13,7 +16,7 @@ def aws_client(
     endpoint_url: str | None,
     region: str,
     key_id: str,
-    secret: str,
+    secret: str | SecretStr,
     *,
     read_timeout: float = 10,
     connect_timeout: float = 2,
@@ -32,7 +35,7 @@ def aws_client(
         endpoint_url=endpoint_url or None,
         region_name=region,
         aws_access_key_id=key_id,
-        aws_secret_access_key=secret,
+        aws_secret_access_key=reveal(secret),
         config=Config(
             signature_version="s3v4" if service == "s3" else None,
             retries={"max_attempts": max_attempts, "mode": "standard"},
@@ -53,7 +56,7 @@ class ObjectStoreAccess(Protocol):
     @property
     def aws_access_key_id(self) -> str: ...
     @property
-    def aws_secret_access_key(self) -> str: ...
+    def aws_secret_access_key(self) -> str | SecretStr: ...
 
 
 def object_store_client(access: ObjectStoreAccess, service: str = "s3") -> Any:

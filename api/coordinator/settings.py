@@ -8,8 +8,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from formats.deployment_settings import refuse_placeholder_credentials
 
 
 class CoordinatorSettings(BaseSettings):
@@ -22,7 +24,7 @@ class CoordinatorSettings(BaseSettings):
     )
     aws_region: str = Field(default="us-east-1", description="AWS region of the bucket.")
     aws_access_key_id: str = Field(default="test", description="S3 access key id.")
-    aws_secret_access_key: str = Field(default="test", description="S3 secret access key.")
+    aws_secret_access_key: SecretStr = Field(default=SecretStr("test"), description="S3 secret access key.")
     bucket: str = Field(default="baml-evidence", description="Bucket holding the derived Lance datasets.")
     temporal_address: str = Field(
         default="127.0.0.1:7233", description="Temporal frontend host:port (query jobs)."
@@ -80,4 +82,13 @@ class CoordinatorSettings(BaseSettings):
 
 @lru_cache
 def get_settings() -> CoordinatorSettings:
-    return CoordinatorSettings()
+    """The process's settings; outside the embedded stack the placeholder credentials are refused."""
+    settings = CoordinatorSettings()
+    refuse_placeholder_credentials(
+        "the coordinator",
+        {
+            "BAML_STUDIO_COORDINATOR_AWS_ACCESS_KEY_ID": settings.aws_access_key_id,
+            "BAML_STUDIO_COORDINATOR_AWS_SECRET_ACCESS_KEY": settings.aws_secret_access_key,
+        },
+    )
+    return settings

@@ -10,8 +10,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from formats.deployment_settings import refuse_placeholder_credentials
 
 
 class GatewaySettings(BaseSettings):
@@ -31,7 +33,7 @@ class GatewaySettings(BaseSettings):
     )
     aws_region: str = Field(default="us-east-1", description="AWS region of the bucket.")
     aws_access_key_id: str = Field(default="test", description="S3 access key id (signs presigned URLs).")
-    aws_secret_access_key: str = Field(default="test", description="S3 secret access key.")
+    aws_secret_access_key: SecretStr = Field(default=SecretStr("test"), description="S3 secret access key.")
     bucket: str = Field(
         default="baml-evidence",
         description="Evidence bucket of every environment not listed in environment_buckets; "
@@ -118,4 +120,13 @@ class GatewaySettings(BaseSettings):
 
 @lru_cache
 def get_settings() -> GatewaySettings:
-    return GatewaySettings()
+    """The process's settings; outside the embedded stack the placeholder credentials are refused."""
+    settings = GatewaySettings()
+    refuse_placeholder_credentials(
+        "the gateway",
+        {
+            "BAML_STUDIO_GATEWAY_AWS_ACCESS_KEY_ID": settings.aws_access_key_id,
+            "BAML_STUDIO_GATEWAY_AWS_SECRET_ACCESS_KEY": settings.aws_secret_access_key,
+        },
+    )
+    return settings

@@ -190,6 +190,7 @@ def _worker_env(world: World, task_queue: str, boundary_url: str) -> dict[str, s
     return {
         **os.environ,
         "BAML_STUDIO_STACK_RUN_DIR": s.run_dir,
+        "BAML_STUDIO_EMBEDDED_STACK": "1",  # a second worker of the embedded stack (its "test" keys)
         p + "TEMPORAL_ADDRESS": s.temporal_address,
         p + "TEMPORAL_NAMESPACE": s.temporal_namespace,
         p + "TASK_QUEUE": task_queue,

@@ -29,6 +29,7 @@ def gateway_process(tenancy: Any, s3_endpoint: str, tmp_path: Path) -> Iterator[
         "BAML_STUDIO_GATEWAY_BUCKET": BUCKET,
         "BAML_STUDIO_GATEWAY_BOUNDARY_WORKLOAD_URL": tenancy.workload_url,
         "BAML_STUDIO_GATEWAY_TLS_DIR": str(tenancy.tls_dir),
+        "BAML_STUDIO_EMBEDDED_STACK": "1",  # moto's placeholder keys, as in the embedded stack
     }
     log = tmp_path / "gateway.log"
     with log.open("wb") as out:

@@ -171,6 +171,7 @@ def _worker_process(temporal: Any, world: Any, tq: str, log: Path) -> subprocess
         "BAML_STUDIO_PROJECTION_CELL": b.cell,
         "BAML_STUDIO_PROJECTION_TENANT_ID": b.scope.tenant_id,
         "BAML_STUDIO_STACK_RUN_DIR": str(log.parent / "no-stack"),
+        "BAML_STUDIO_EMBEDDED_STACK": "1",  # moto's placeholder keys, as in the embedded stack
     }
     out = open(log, "ab")  # noqa: SIM115
     return subprocess.Popen(

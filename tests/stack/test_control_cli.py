@@ -76,7 +76,7 @@ def test_explicit_url_and_token_reach_the_control_api_without_a_stack_file(
 
 def test_errors_say_what_to_do(running_stack: StackState, tmp_path: object) -> None:
     no_stack = cli("tenants", "list", "--run-dir", str(tmp_path))
-    assert no_stack.returncode == 1
+    assert no_stack.returncode == 2  # a configuration error, before any request
     assert "no running stack found" in no_stack.stderr and "--boundary-url" in no_stack.stderr
 
     bad_token = cli("tenants", "list", "--run-dir", running_stack.run_dir, "--token", "nonsense")

@@ -8,6 +8,7 @@ import pytest
 
 from api.coordinator.settings import CoordinatorSettings
 from api.gateway.settings import GatewaySettings
+from formats.deployment_settings import EMBEDDED_STACK_ENV
 from worker.settings import SqsBridgeSettings, StackSettings, TemporalWorkerSettings
 from worker.settings_doc import DOC_PATH, PROCESSES, render
 from worker.stack.ports import StackPorts
@@ -60,6 +61,7 @@ def test_bad_setting_value_names_the_setting(monkeypatch: pytest.MonkeyPatch) ->
 def test_cached_getters_can_be_reset(monkeypatch: pytest.MonkeyPatch) -> None:
     from api.gateway.settings import get_settings
 
+    monkeypatch.setenv(EMBEDDED_STACK_ENV, "1")  # the default keys are the embedded stack's placeholders
     get_settings.cache_clear()
     monkeypatch.setenv("BAML_STUDIO_GATEWAY_BUCKET", "other-bucket")
     try:

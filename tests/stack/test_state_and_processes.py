@@ -8,10 +8,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
-from api.coordinator.app import app as coordinator_app
-from api.gateway.app import app as gateway_app
+from formats.deployment_settings import EMBEDDED_STACK_ENV
 from worker.settings import StackSettings
 from worker.stack.launcher import initial_state
 from worker.stack.ports import StackPorts
@@ -62,6 +62,16 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
-def test_gateway_and_coordinator_answer_healthz() -> None:
-    assert TestClient(gateway_app).get("/healthz").json() == {"status": "ok", "service": "gateway"}
-    assert TestClient(coordinator_app).get("/healthz").json() == {"status": "ok", "service": "coordinator"}
+def test_gateway_and_coordinator_answer_healthz(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The module-level apps read the processes' settings: the default (moto) keys are placeholders,
+    # accepted only inside the embedded stack.
+    monkeypatch.setenv(EMBEDDED_STACK_ENV, "1")
+    from api.coordinator import settings as coordinator_settings
+    from api.coordinator.app import create_app as coordinator_app
+    from api.gateway import settings as gateway_settings
+    from api.gateway.app import create_app as gateway_app
+
+    gateway_settings.get_settings.cache_clear()
+    coordinator_settings.get_settings.cache_clear()
+    assert TestClient(gateway_app()).get("/healthz").json() == {"status": "ok", "service": "gateway"}
+    assert TestClient(coordinator_app()).get("/healthz").json() == {"status": "ok", "service": "coordinator"}

@@ -101,6 +101,10 @@ def _common_env(state: StackState) -> dict[str, str]:
     env = dict(os.environ)
     # Children find this stack's stack.json (ids, tokens, URLs) whatever their working directory.
     env["BAML_STUDIO_STACK_RUN_DIR"] = str(state.run_dir)
+    # The sign that the children belong to the embedded stack, where the placeholder credentials
+    # (moto's "test" keys) are expected; outside it the processes refuse them (docs/configuration.md;
+    # the name is formats.deployment_settings.EMBEDDED_STACK_ENV).
+    env["BAML_STUDIO_EMBEDDED_STACK"] = "1"
     tls_dir = str(Path(state.run_dir) / "tls")
     for prefix in ("GATEWAY", "COORDINATOR", "WORKER"):
         p = f"BAML_STUDIO_{prefix}_"

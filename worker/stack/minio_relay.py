@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from fastapi import FastAPI, HTTPException, Request
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.common.aws import aws_client
@@ -28,7 +28,7 @@ class RelaySettings(BaseSettings):
     sqs_endpoint_url: str | None = Field(default="http://127.0.0.1:8702", description="SQS endpoint.")
     aws_region: str = Field(default="us-east-1", description="AWS region of the queue.")
     aws_access_key_id: str = Field(default="test", description="SQS access key id.")
-    aws_secret_access_key: str = Field(default="test", description="SQS secret access key.")
+    aws_secret_access_key: SecretStr = Field(default=SecretStr("test"), description="SQS secret access key.")
     queue_name: str = Field(default="baml-projection", description="Queue the events are sent to.")
 
 

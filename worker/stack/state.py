@@ -15,9 +15,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+# Re-exported: the resolver (formats.deployment_settings) owns both, this module's callers keep them.
+from formats.deployment_settings import STATE_FILE as STATE_FILE
+from formats.deployment_settings import pid_alive as pid_alive
 from worker.settings import StackSettings
-
-STATE_FILE = "stack.json"
 
 StackStatus = Literal["starting", "healthy", "stopping", "stopped", "failed"]
 
@@ -82,23 +83,6 @@ class StackState(BaseModel):
 
     def launcher_alive(self) -> bool:
         return pid_alive(self.launcher_pid)
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0); treat it as gone (it is our own unreaped child at most).
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
 
 
 def resolve_run_dir(run_dir: Path | str | None = None) -> Path:
