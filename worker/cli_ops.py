@@ -217,12 +217,40 @@ def _queue(sqs: Any, url: str | None) -> dict[str, int] | None:
     return queue_counts(sqs, url)
 
 
+def bridge_status(heartbeat: Path | None, *, now: float | None = None) -> dict[str, Any] | None:
+    """The bridge's delivery figures and verdict (``None`` where no heartbeat is reachable)."""
+    from worker.bridge.delivery import figures, verdict
+    from worker.stack.health import read_heartbeat
+    from worker.stack.launcher import BRIDGE_HEARTBEAT_MAX_AGE_S, BRIDGE_STALL_AFTER_S
+
+    if heartbeat is None:
+        return None
+    beat = read_heartbeat(heartbeat)
+    if beat is None:
+        return {"healthy": False, "reason": f"no readable heartbeat at {heartbeat}"}
+    at = time.time() if now is None else now
+    reason = verdict(
+        beat, at, max_heartbeat_age_s=BRIDGE_HEARTBEAT_MAX_AGE_S, stall_after_s=BRIDGE_STALL_AFTER_S
+    )
+    return {"healthy": reason is None, "reason": reason, **figures(beat, at).as_dict()}
+
+
+def stack_bridge_heartbeat(run_dir: Path | None) -> Path | None:
+    """The embedded stack's bridge heartbeat, when a stack was started in that run directory."""
+    from worker.stack.state import STATE_FILE
+    from worker.stack.state import resolve_run_dir as run_directory
+
+    directory = run_directory(run_dir)
+    return directory / "bridge.heartbeat" if (directory / STATE_FILE).exists() else None
+
+
 def environment_status(
     dep: Deployment,
     environment_id: str,
     generation: int | None = None,
     *,
     silence_limit_s: float | None = None,
+    bridge_heartbeat: Path | None = None,
 ) -> dict[str, Any]:
     """The status document of one environment (what ``status --json`` prints).
 
@@ -263,6 +291,7 @@ def environment_status(
             None if oldest is None else dt.datetime.fromtimestamp(oldest, dt.UTC).isoformat()
         ),
         "oldest_unprojected_age_s": None if oldest is None else round(time.time() - oldest, 1),
+        "bridge": bridge_status(bridge_heartbeat),
     }
 
 
@@ -280,7 +309,13 @@ def status_command(
     dep = load_deployment(run_dir, environment)
     console = Console()
     for env_id in dep.environments:
-        doc = environment_status(dep, env_id, generation, silence_limit_s=silence_limit_s)
+        doc = environment_status(
+            dep,
+            env_id,
+            generation,
+            silence_limit_s=silence_limit_s,
+            bridge_heartbeat=stack_bridge_heartbeat(run_dir),
+        )
         if as_json:
             typer.echo(json.dumps(doc, sort_keys=True))
             continue
@@ -298,7 +333,25 @@ def status_command(
             q = doc[name]
             table.add_row(name, "-" if q is None else f"{q['visible']} visible, {q['in_flight']} in flight")
         table.add_row("oldest unprojected", doc["oldest_unprojected"] or "-")
+        table.add_row("bridge", _bridge_line(doc["bridge"]))
         console.print(table)
+
+
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.0f}s ago"
+
+
+def _bridge_line(bridge: dict[str, Any] | None) -> str:
+    if bridge is None:
+        return "-"
+    if bridge.get("visible") is None:
+        return f"unhealthy: {bridge['reason']}"
+    verdict = "delivering" if bridge["healthy"] else f"unhealthy: {bridge['reason']}"
+    return (
+        f"{verdict}; oldest visible waits {bridge['oldest_visible_wait_s']:.0f}s, "
+        f"last received {_seconds(bridge['last_received_age_s'])}, "
+        f"last handled {_seconds(bridge['last_handled_age_s'])}"
+    )
 
 
 # --- replay / rebuild ----------------------------------------------------------------------

@@ -16,7 +16,9 @@ Meta objects are projected into the environment's active generation, read from B
 
 Logs carry workflow ids (object keys: identifiers only), counts and reason codes; never message
 bodies, URLs or values. The heartbeat file (read by ``baml-studio stack status``) is rewritten
-every ``poll_interval_s`` with the queue counts and the bridge's tallies.
+every ``poll_interval_s`` with the queue counts, the bridge's tallies and its delivery record
+(worker/bridge/delivery.py: last message received and handled, since when messages wait), from
+which ``stack status`` tells a bridge that heartbeats but no longer consumes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from temporalio.service import RPCError
 from activities import contracts as c
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.common.aws import aws_client
+from worker.bridge.delivery import DeliveryClock
 from worker.bridge.disposition import Disposition, ObjectResult, decide
 from worker.bridge.messages import MessageFormatError, ObjectEvent, parse_message
 from worker.bridge.routing import Route, environment_of, kind_of, route
@@ -202,6 +205,7 @@ class Bridge:
         self.dlq_url = dlq_url
         self.projection = projection or get_projection_settings()
         self.tally: Counter[str] = Counter()
+        self.delivery = DeliveryClock()
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
         # Per stream (key prefix before /meta/ or /values/): meta workflows this bridge waits on, and
@@ -376,6 +380,8 @@ class Bridge:
         except Exception as exc:  # a failed delete/visibility call: SQS redelivers the message
             log.warning("message disposal failed: %s", type(exc).__name__)
             self.tally["dispose_failed"] += 1
+        else:
+            self.delivery.finished(time.time())
         finally:
             slot.release()
 
@@ -401,7 +407,15 @@ class Bridge:
                 }
             except (BotoCoreError, ClientError) as exc:
                 counts = {"error": type(exc).__name__}
-            payload = {**counts, "handling": self.settings.max_in_flight - self._slots._value, **self.tally}
+            queue = counts.get("queue")
+            if isinstance(queue, dict):
+                self.delivery.saw_queue(int(queue["visible"]), time.time())
+            payload = {
+                **counts,
+                "handling": self.settings.max_in_flight - self._slots._value,
+                "delivery": self.delivery.as_dict(),
+                **self.tally,
+            }
             if counts != last:
                 log.info("queue counts %s", counts)
                 last = counts
@@ -432,6 +446,7 @@ class Bridge:
                         await asyncio.sleep(1)
                 # else: stopping; a receive still under way returns its messages to the queue
                 # when their visibility timeout ends.
+                self.delivery.took(len(messages), time.time())
                 for _ in range(free - len(messages)):
                     self._slots.release()
                 for message in messages:

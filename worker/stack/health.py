@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from temporalio.client import Client
 
 from api.common.aws import aws_client
+from worker.bridge import delivery
 from worker.stack.health_workflow import HealthCheckInput, HealthCheckResult, HealthCheckWorkflow
 
 Reason = str | None
@@ -107,3 +108,21 @@ def heartbeat_ok(path: Path, max_age_s: float) -> Reason:
         return f"unreadable heartbeat file {path.name}"
     age = time.time() - float(beat.get("at", 0))
     return None if age <= max_age_s else f"heartbeat {age:.0f}s old"
+
+
+def read_heartbeat(path: Path) -> dict[str, object] | None:
+    """The heartbeat document, or None when the file is missing or unreadable."""
+    try:
+        beat = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return beat if isinstance(beat, dict) else None
+
+
+def bridge_ok(path: Path, max_age_s: float, stall_after_s: float = delivery.DEFAULT_STALL_AFTER_S) -> Reason:
+    """Healthy only while messages flow: a fresh heartbeat and no visible message left waiting
+    longer than ``stall_after_s`` (worker/bridge/delivery.py)."""
+    beat = read_heartbeat(path)
+    if beat is None:
+        return heartbeat_ok(path, max_age_s)  # its reason names a missing or unreadable file
+    return delivery.verdict(beat, time.time(), max_heartbeat_age_s=max_age_s, stall_after_s=stall_after_s)

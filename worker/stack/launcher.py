@@ -24,8 +24,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from api.common.aws import aws_client
+from worker.bridge.delivery import DEFAULT_STALL_AFTER_S
 from worker.settings import StackSettings
-from worker.stack.health import heartbeat_ok, http_ok, moto_ok, port_free, tcp_open, temporal_ok, worker_ok
+from worker.stack.health import (
+    bridge_ok,
+    heartbeat_ok,
+    http_ok,
+    moto_ok,
+    port_free,
+    tcp_open,
+    temporal_ok,
+    worker_ok,
+)
 from worker.stack.object_store_setup import ObjectStoreLayout, set_up_object_store
 from worker.stack.ports import StackPorts
 from worker.stack.state import PartState, StackState, TlsPaths, load_stack_state, write_stack_state
@@ -34,6 +44,8 @@ from worker.stack.supervisor import PartFailed, PartSpec, Supervisor
 log = logging.getLogger("baml_studio.stack")
 
 AWS_KEY = "test"
+BRIDGE_HEARTBEAT_MAX_AGE_S = 15.0
+BRIDGE_STALL_AFTER_S = DEFAULT_STALL_AFTER_S
 AWS_REGION = "us-east-1"
 
 
@@ -222,7 +234,8 @@ def part_specs(settings: StackSettings, state: StackState, after_moto: Callable[
                 "BAML_STUDIO_BRIDGE_HEARTBEAT_FILE": str(bridge_beat),
                 "BAML_STUDIO_BRIDGE_POLL_INTERVAL_S": "2",
             },
-            probe=lambda: heartbeat_ok(bridge_beat, 15),
+            # Healthy means delivering: a fresh heartbeat and no message left waiting (delivery.py).
+            probe=lambda: bridge_ok(bridge_beat, BRIDGE_HEARTBEAT_MAX_AGE_S, BRIDGE_STALL_AFTER_S),
         ),
     ]
 
