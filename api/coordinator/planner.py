@@ -33,6 +33,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
+from api.coordinator.dialect import DialectError, to_clickhouse
 from formats import catalog, value_json
 
 DIALECT = "clickhouse"
@@ -679,6 +680,18 @@ def classify(
     return Classification(qclass, narrowed, reasons)
 
 
+def _clickhouse_spelling(root: exp.Expression) -> exp.Expression:
+    """Standard percentiles, FILTER and casts in ClickHouse's spelling, for Boundary's guard.
+
+    Only the public path needs it: a private query's final SQL runs in DataFusion, which reads the
+    standard spellings itself, and its resident part holds no aggregate.
+    """
+    try:
+        return to_clickhouse(root)
+    except DialectError as exc:
+        raise UnsupportedQuery(exc.message, remedy=exc.remedy, code="unsupported_syntax") from None
+
+
 def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
     """Plan ``sql``. ``candidate_cap``: the most public rows a private query may pull from Boundary."""
     root = parse_select(sql)
@@ -689,7 +702,7 @@ def plan_query(sql: str, *, candidate_cap: int = 100_000) -> QueryPlan:
         return QueryPlan(
             relation=next(iter(names)) if len(names) == 1 else None,
             query_class="public",
-            resident_sql=root.sql(dialect=DIALECT),
+            resident_sql=_clickhouse_spelling(root).sql(dialect=DIALECT),
         )
     assert isinstance(root, exp.Select)  # find_private_reads refuses set operations
     final = final_tree(root, reads)

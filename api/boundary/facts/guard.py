@@ -111,6 +111,9 @@ _NAMED_FUNCS = frozenset(
         "toint32", "touint32", "tofloat64", "isnull", "isnotnull", "ifnull", "nullif", "empty",
         "notempty", "startswith", "endswith", "position", "positioncaseinsensitive", "lower",
         "upper", "length", "round", "coalesce", "datediff",
+        # What api/coordinator/dialect.py writes for standard percentiles and FILTER clauses.
+        "quantileexactinclusive", "quantileexactinclusiveif", "quantileif", "quantileexactif",
+        "uniqexactif", "grouparray", "arraysort", "arrayelement",
     }
 )  # fmt: skip
 _NAMED_CLASSES = (exp.Anonymous, exp.AnonymousAggFunc, exp.CombinedAggFunc, exp.ParameterizedAgg)
