@@ -5,7 +5,8 @@ and queues, the development PKI and the metastore bootstrap, then Boundary, the 
 coordinator, the Temporal worker and the SQS bridge.
 
 Supervision policy: a part that exits is restarted, up to ``max_restarts`` times per part
-(moto's bucket and queues are set up again after its restart, since moto keeps them in memory);
+(moto restores S3 from its journal on every start; its queues are set up again and refilled by a
+replay scan, see restore.py);
 one more exit stops the whole stack with status ``failed`` and the reason in ``stack.json``.
 
 ``python -m worker.stack.launcher`` runs the launcher in the foreground, configured by the
@@ -38,6 +39,7 @@ from worker.stack.health import (
 )
 from worker.stack.object_store_setup import ObjectStoreLayout, set_up_object_store
 from worker.stack.ports import StackPorts
+from worker.stack.restore import EvidenceLost, check_evidence_kept, journal_path, replay_after_restore
 from worker.stack.state import PartState, StackState, TlsPaths, load_stack_state, write_stack_state
 from worker.stack.supervisor import PartFailed, PartSpec, Supervisor
 
@@ -167,7 +169,20 @@ def part_specs(settings: StackSettings, state: StackState, after_moto: Callable[
         ),
         PartSpec(
             "moto",
-            [python, "-m", "moto.server", "-H", host, "-p", str(ports.moto)],
+            # moto with its S3 journaled and replayed on start (moto_store.py): the bucket survives.
+            [
+                python,
+                "-m",
+                "worker.stack.moto_store",
+                "--host",
+                host,
+                "--port",
+                str(ports.moto),
+                "--journal",
+                str(journal_path(run_dir)),
+                "--region",
+                state.aws_region,
+            ],
             url=state.s3_endpoint_url,
             probe=lambda: moto_ok(
                 state.s3_endpoint_url, state.aws_region, state.aws_access_key_id, state.aws_secret_access_key
@@ -308,11 +323,35 @@ class Launcher:
         made = set_up_object_store(client("s3"), client("sqs"), layout)
         s.queue_url, s.dead_letter_queue_url = made.queue_url, made.dead_letter_queue_url
 
+    def _refill_queue(self) -> None:
+        """After moto restored S3 from its journal, enqueue what the derived stores lack (restore.py)."""
+        s = self.state
+        if not (s.tenant_id and s.project_id and s.environment_id):
+            return
+        try:
+            replay_after_restore(
+                self.run_dir,
+                s.temporal_address,
+                s.temporal_namespace,
+                s.task_queue,
+                [(s.tenant_id, s.project_id, s.environment_id)],
+            )
+        except Exception as exc:  # the stack still serves; `baml-studio replay` does the same by hand
+            log.warning("replay scan after the S3 restore not started (%s): run `baml-studio replay`", exc)
+
     def run(self) -> int:
         """Start, supervise until stopped, stop. Returns the process exit code (0 stopped, 1 failed)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         check_not_running(self.run_dir)
         check_ports_free(self.state)
+        try:
+            check_evidence_kept(self.run_dir)
+        except EvidenceLost as exc:
+            # Recorded, so that `stack up --detach` shows the reason and what to run.
+            log.error("stack refused: %s", exc)
+            self.state.status, self.state.error = "failed", str(exc)
+            self._save()
+            return 1
         specs = {s.name: s for s in part_specs(self.settings, self.state, self._set_up_object_store)}
         self.state.parts = {
             name: PartState(name=name, url=spec.url, log=str(self.run_dir / "logs" / f"{name}.log"))
@@ -347,6 +386,7 @@ class Launcher:
                 self.state.ready_after_s = round(time.monotonic() - started, 2)
                 self._save()
                 log.info("stack healthy after %.2fs", self.state.ready_after_s)
+                self._refill_queue()
                 if self.on_ready:
                     self.on_ready(self.state)
             self._supervise(sup)
@@ -383,6 +423,8 @@ class Launcher:
                 except PartFailed:
                     self.state.parts[name].status = "failed"
                     raise
+                if name == "moto":
+                    self._refill_queue()  # the restarted moto restored S3 but not the queue
 
 
 def quiet_libraries() -> None:

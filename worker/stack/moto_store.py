@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     from moto.moto_server.werkzeug_app import MotoRequestHandler
     from werkzeug.serving import run_simple
 
+    args.journal.parent.mkdir(parents=True, exist_ok=True)
     app = moto_app()
     figures = restore(app, args.journal, args.region)
     figures["at"] = time.time()
