@@ -42,14 +42,13 @@ from activities.lance_store import (
     ledger_row_id,
 )
 from activities.projection.assemble import abandoned_execution, assemble_execution
-from activities.projection.batches import build_batches, private_tables_of
+from activities.projection.batches import build_batch_set, private_tables_of
 from activities.projection.model import (
     DataRead,
     ExecutionInput,
     ExecutionProjection,
     MetaProblem,
     PendingExecution,
-    ProjectionBatch,
     ResolvedValue,
 )
 from activities.projection.walk import (
@@ -356,12 +355,11 @@ class ProjectionActivities:
 
         Each batch keeps its own identity (id, digest) and idempotency: a redelivery re-sends the
         same set and gets the recorded states back."""
-        batches: dict[tuple[str, str], ProjectionBatch] = {}
-        for p in projections:
-            for b in build_batches(p, scope, generation):
-                # One program's function_definitions_v1 batch is the same for each of its executions.
-                batches.setdefault((b.header.batch_id, b.header.content_digest), b)
-        self.sink.put_batches(scope, list(batches.values()))
+        # One Arrow conversion per relation for the whole meta object, sliced into each
+        # execution's batches (the same ids and bytes as per execution); one program's
+        # function_definitions_v1 batch, the same for each of its executions, is in it once.
+        batches = build_batch_set(projections, scope, generation)
+        self.sink.put_batches(scope, batches)
         _heartbeat("batches", len(batches))
         return len(batches)
 

@@ -63,6 +63,26 @@ def ipc_stream_bytes(table: pa.Table | pa.RecordBatch) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
+_IPC_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # the stream's end-of-stream marker
+
+
+@lru_cache(maxsize=64)
+def _schema_message(relation: str, version: int) -> bytes:
+    """The IPC stream's schema message of a public relation: what a one-batch stream has before its batch."""
+    empty = ipc_stream_bytes(pa.Table.from_batches([], schema=_public_schema(relation, version)))
+    assert empty.endswith(_IPC_END)
+    return empty[: -len(_IPC_END)]
+
+
+def _batch_stream_bytes(relation: str, version: int, batch: pa.RecordBatch) -> bytes:
+    """:func:`ipc_stream_bytes` of one batch of a public relation without a stream writer per batch.
+
+    A one-batch stream is the schema message, the batch message and the end marker; the schema
+    message is the same for every batch of a relation. Equal bytes (tests/projection/test_batch_identity.py).
+    """
+    return _schema_message(relation, version) + batch.serialize().to_pybytes() + _IPC_END
+
+
 _Stamp = tuple[tuple[str, object], ...]
 
 
@@ -143,7 +163,7 @@ def _make_batch(
     abandoned: bool = False,
 ) -> ProjectionBatch:
     _check_schema(relation, version, table.schema)
-    ipc = ipc_stream_bytes(table)
+    ipc = _batch_stream_bytes(relation, version, table)
     header = BatchHeader(
         batch_id=batch_id(root_key, relation, partition, abandoned=abandoned),
         generation=generation,
@@ -221,6 +241,110 @@ def build_batches(
                 )
             )
     return out
+
+
+def _compact(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A slice with buffers of its own, so its IPC bytes equal those of the same rows built alone.
+
+    The IPC writer does not write a sliced column as a fresh one: string values, bitmaps at an
+    offset that is not a multiple of 8, and even fixed-width values of short slices come out with
+    other buffer sizes. A one-array concatenation copies each column compactly, as a fresh
+    conversion lays it out (tests/projection/test_batch_identity.py)."""
+    return pa.RecordBatch.from_arrays([pa.concat_arrays([c]) for c in batch.columns], schema=batch.schema)
+
+
+def build_batch_set(
+    projections: Sequence[ExecutionProjection],
+    scope: Scope,
+    generation: int,
+    catalog_version: int = catalog.LATEST_CATALOG_VERSION,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> list[ProjectionBatch]:
+    """Every public batch of a meta object's executions: :func:`build_batches` of each, in order,
+    a batch equal to an earlier one (one program's function_definitions_v1) given once.
+
+    The same batches (ids, digests, IPC bytes) as the per-execution path, built with one Arrow
+    conversion per relation for all the executions, then sliced per execution and partition:
+    the per-call cost of a conversion, and the schema checks, are paid once per relation.
+    """
+    if generation < 0:
+        raise ValueError(f"generation must be >= 0, got {generation}")
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+    stamp: _Stamp = (
+        ("tenant_id", scope.tenant_id),
+        ("project_id", scope.project_id),
+        ("environment_id", scope.environment_id),
+        ("generation", generation),
+    )
+    # per execution: its batches by relation, so the output keeps build_batches' order
+    per: list[dict[str, list[ProjectionBatch]]] = [{} for _ in projections]
+    for rel in catalog.relations(catalog_version):
+        if rel.storage != "clickhouse":
+            continue
+        schema = _public_schema(rel.name, catalog_version)
+        allowed = set(schema.names)
+        if rel.name == "function_definitions_v1":
+            for i, projection in enumerate(projections):
+                rows = projection.public.get(rel.name)
+                if rows:
+                    per[i][rel.name] = build_batches(
+                        _only(projection, rel.name), scope, generation, catalog_version, max_rows=max_rows
+                    )
+            continue
+        ordered: list[Row] = []
+        spans: list[tuple[int, int, int]] = []  # (execution index, first row, row count)
+        for i, projection in enumerate(projections):
+            rows = projection.public.get(rel.name)
+            if not rows:
+                continue
+            spans.append((i, len(ordered), len(rows)))
+            ordered += sorted(rows, key=itemgetter("row_id"))
+        if not spans:
+            continue
+        extra = set().union(*map(dict.keys, ordered)) - allowed
+        if extra:
+            raise PrivacyViolation(f"{rel.name} rows have non-public columns: {sorted(extra)}")
+        whole = _rows_batch(ordered, schema, stamp)
+        _check_schema(rel.name, catalog_version, whole.schema)
+        for i, first, count in spans:
+            projection = projections[i]
+            out = per[i][rel.name] = []
+            for partition, start in enumerate(range(0, count, max_rows)):
+                part = _compact(whole.slice(first + start, min(max_rows, count - start)))
+                ipc = _batch_stream_bytes(rel.name, catalog_version, part)
+                header = BatchHeader(
+                    batch_id=batch_id(
+                        projection.execution_id, rel.name, partition, abandoned=projection.swept
+                    ),
+                    generation=generation,
+                    catalog_version=catalog_version,
+                    relation=rel.name,
+                    root_id=projection.execution_id,
+                    partition=partition,
+                    content_digest=content_digest(ipc),
+                    row_count=part.num_rows,
+                )
+                out.append(ProjectionBatch(header, ipc))
+    batches: dict[tuple[str, str], ProjectionBatch] = {}
+    for by_relation in per:
+        for rel in catalog.relations(catalog_version):
+            for b in by_relation.get(rel.name, ()):
+                batches.setdefault((b.header.batch_id, b.header.content_digest), b)
+    return list(batches.values())
+
+
+def _only(projection: ExecutionProjection, relation: str) -> ExecutionProjection:
+    return ExecutionProjection(
+        projection.execution_id,
+        projection.process_euid,
+        projection.status,
+        projection.index_state,
+        projection.value_state,
+        {relation: projection.public[relation]},
+        swept=projection.swept,
+    )
 
 
 def assert_public_only(batch: ProjectionBatch) -> None:
