@@ -437,10 +437,10 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
         ]
     table_cid = engine.function_table_cid if engine is not None else None
     if inp.function_table is not None and table_cid is not None:
-        defs, defs_private = private_rows.function_definition_rows(inp.function_table, program_hex, table_cid)
+        defs, defs_private, files = private_rows.program_rows(inp.function_table, program_hex, table_cid)
         public["function_definitions_v1"] = defs
         private["function_definitions_v1"] = defs_private
-        private["source_files_v1"] = private_rows.source_file_rows(inp.function_table, program_hex)
+        private["source_files_v1"] = files
     private["cid_refs_v1"] = private_rows.cid_ref_rows(
         execution_id, euid_hex, [*resolved, *([table_cid] if table_cid is not None else [])]
     )

@@ -386,6 +386,32 @@ def function_definition_rows(
     return public, private
 
 
+_ProgramRows = tuple[list[Row], list[Row], list[Row]]
+_program_rows: OrderedDict[tuple[int, str, bytes], tuple[FunctionTable, _ProgramRows]] = OrderedDict()
+PROGRAM_ROWS_ENTRIES = 64
+
+
+def program_rows(table: FunctionTable, program_hex: str, table_cid: bytes) -> _ProgramRows:
+    """:func:`function_definition_rows` and :func:`source_file_rows`, built once per table object.
+
+    Every execution of an engine carries the same rows (the worker's function tables are one
+    cached object per CID), so they are built once and shared: callers never mutate rows. The
+    cache holds the table itself and answers only for that very object."""
+    key = (id(table), program_hex, table_cid)
+    with _shared_lock:
+        hit = _program_rows.get(key)
+    if hit is not None and hit[0] is table:
+        rows = hit[1]
+        return list(rows[0]), list(rows[1]), list(rows[2])
+    public, private = function_definition_rows(table, program_hex, table_cid)
+    built = (public, private, source_file_rows(table, program_hex))
+    with _shared_lock:
+        _program_rows[key] = (table, built)
+        if len(_program_rows) > PROGRAM_ROWS_ENTRIES:
+            _program_rows.popitem(last=False)
+    return list(public), list(private), list(built[2])
+
+
 def source_file_rows(table: FunctionTable, program_hex: str) -> list[Row]:
     return [
         {"program_id": program_hex, "file_id": f.file_id, "path": f.path, "text": None} for f in table.files
