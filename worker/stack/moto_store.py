@@ -182,9 +182,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--region", default="us-east-1")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from worker.stack.log_redaction import redact_request_logs
-
-    redact_request_logs()  # werkzeug logs every request line: presigned queries are credentials
     os.environ.setdefault("MOTO_PORT", str(args.port))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
