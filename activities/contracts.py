@@ -7,6 +7,8 @@ only: they travel through Temporal's JSON payload converter.
 
 from dataclasses import dataclass, field
 
+from formats.contracts import ScopeRef
+
 # Per-execution outcomes of a projection attempt.
 PROJECTED = "projected"  # facts visible and Lance committed (index_state complete or root_started_lost)
 INDEX_CORRUPT = "index_corrupt"  # projected, with index_state index_corrupt (gap, walk bound, bad segment)
@@ -71,13 +73,6 @@ class QuarantineInput:
 class QuarantineResult:
     marker_key: str
     created: bool
-
-
-@dataclass(frozen=True)
-class ScopeRef:
-    tenant_id: str
-    project_id: str
-    environment_id: str
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ remove old Lance versions, and verify all of it for the receipt.
 
 :class:`ErasureActivities` receives its clients once (boto3 S3, the Boundary client, the
 :class:`LanceStore`). Every method is a Temporal activity taking and returning one frozen dataclass
-(activities/erasure_contracts.py) and a plain function a test can call. Every step is idempotent:
+(formats/contracts/erasure.py) and a plain function a test can call. Every step is idempotent:
 deleting what is already gone deletes nothing, Boundary replays a completed projection erasure by
 its Idempotency-Key, Lance deletes by predicate. A crash at any point is repaired by running the
 step again. Logs carry counts and identifiers only.
@@ -26,13 +26,13 @@ import pyarrow as pa
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import erasure_contracts as e
-from activities.contracts import ScopeRef
 from activities.evidence_reader import EvidenceReader
 from activities.lance_store import LEDGER, LanceStore
 from api.common.boundary_client import BoundaryClient
 from formats import meta_segment as ms
 from formats import object_keys
+from formats.contracts import ScopeRef
+from formats.contracts import erasure as e
 from formats.errors import FormatError
 from formats.object_keys import InvalidKeyError, Scope
 from formats.value_pack import read_pack

@@ -1,8 +1,7 @@
 """Background query job activities: run a query to its NDJSON result in the bucket, delete it later.
 
-Contracts (frozen dataclasses) are shared with :mod:`workflows.query_job` and the coordinator's
-job endpoints. :class:`QueryJobActivities` receives its clients once: the coordinator runtime
-(Boundary client, Lance store, budgets) and a boto3 S3 client. The result is written to
+Contracts: formats/contracts/query_job.py. :class:`QueryJobActivities` receives its clients once:
+the coordinator runtime (Boundary client, Lance store, budgets) and a boto3 S3 client. The result is written to
 ``temporary/v1/<scope>/jobs/<job_id>/result.ndjson`` (formats.object_keys.job_result_key): the
 same rows and final ``queryOutcome`` as ``POST /v1/query``, under the same snapshot rules, with
 the job's (larger) candidate limit. The activity heartbeats ``rows_so_far`` so the coordinator
@@ -13,53 +12,20 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-RUN_QUERY_JOB = "run_query_job"
-DELETE_QUERY_JOB_RESULT = "delete_query_job_result"
-QUERY_JOB_WORKFLOW = "QueryJob"
-
-
-@dataclass(frozen=True)
-class QueryJobInput:
-    job_id: str
-    tenant_id: str
-    project_id: str
-    environment_id: str
-    sql: str
-    request_digest: str
-    expires_at_unix: float
-    wall_ms: int | None = None
-    rows: int | None = None
-    bytes: int | None = None
-    private_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class QueryJobResult:
-    result_key: str
-    rows: int
-    outcome: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class DeleteResultInput:
-    tenant_id: str
-    project_id: str
-    environment_id: str
-    job_id: str
-
-
-@dataclass(frozen=True)
-class QueryJobProgress:
-    """Heartbeat details of a running job (read by the coordinator through describe())."""
-
-    rows_so_far: int
-    progress: float
+from formats.contracts.query_job import (
+    DELETE_QUERY_JOB_RESULT,
+    ERR_QUERY_INVALID,
+    RUN_QUERY_JOB,
+    DeleteResultInput,
+    QueryJobInput,
+    QueryJobProgress,
+    QueryJobResult,
+)
 
 
 class QueryJobActivities:
@@ -80,7 +46,9 @@ class QueryJobActivities:
         try:
             prepared = self.runtime.start_query(inp.sql, scope, budget, interactive=False)
         except PlanError as exc:
-            raise ApplicationError(exc.message, exc.code, type="QueryInvalid", non_retryable=True) from None
+            raise ApplicationError(
+                exc.message, exc.code, type=ERR_QUERY_INVALID, non_retryable=True
+            ) from None
         key = job_result_key(scope, inp.job_id)
         rows = 0
         _beat(0, 0.05)

@@ -52,7 +52,7 @@ from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from activities import contracts as c  # noqa: E402
-from activities import erasure_contracts as e  # noqa: E402
+from formats.contracts import erasure as e  # noqa: E402
 from activities.erasure import ErasureActivities  # noqa: E402
 from activities.lance_store import LEDGER, LanceStore  # noqa: E402
 from api.common.boundary_client import BoundaryClient  # noqa: E402

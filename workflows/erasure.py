@@ -12,16 +12,21 @@ whose verification finds anything left is repeated (a concurrent write raced it)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import erasure_contracts as e
+    from activities.erasure import ErasureActivities as A
+    from formats.contracts import erasure as e
+
+I = TypeVar("I")  # noqa: E741
+R = TypeVar("R")
 
 
 def receipt(
@@ -86,17 +91,17 @@ class ErasureWorkflow:
     def __init__(self) -> None:
         self._status: e.ErasureStatus | None = None
 
-    @workflow.query
+    @workflow.query(name=e.STATUS_QUERY)
     def status(self) -> e.ErasureStatus | None:
         return self._status
 
-    async def _step(self, name: str, arg: Any, result_type: type, t: e.StepTimeouts) -> Any:
+    async def _step(self, name: str, method: Callable[[Any, I], R], arg: I, t: e.StepTimeouts) -> R:
+        """Run one step (``name``: what the status reports while it runs) with the family's retries."""
         assert self._status is not None
         self._status.step = name
-        return await workflow.execute_activity(
-            name,
+        return await workflow.execute_activity_method(
+            method,
             arg,
-            result_type=result_type,
             start_to_close_timeout=timedelta(seconds=t.activity_s),
             heartbeat_timeout=timedelta(seconds=t.heartbeat_s),
             retry_policy=RetryPolicy(
@@ -122,28 +127,31 @@ class ErasureWorkflow:
         t = inp.timeouts
         try:
             plan: e.PlanRef = await self._step(
-                e.RESOLVE, e.ResolveInput(inp.erasure_id, inp.scope, inp.selector), e.PlanRef, t
+                e.RESOLVE, A.resolve, e.ResolveInput(inp.erasure_id, inp.scope, inp.selector), t
             )
             st.streams_matched, st.roots_matched, st.streams_deleted = len(plan.euids), plan.root_count, 0
             verified = False
             for rnd in range(1, max(1, inp.max_rounds) + 1):
                 st.round = rnd
                 step = e.PlanInput(inp.erasure_id, plan, rnd)
-                deleted = await self._step(e.DELETE_STREAM_OBJECTS, step, e.DeleteObjectsResult, t)
+                deleted = await self._step(e.DELETE_STREAM_OBJECTS, A.delete_stream_objects, step, t)
                 st.streams_deleted = deleted.streams_deleted
-                facts = await self._step(e.ERASE_FACTS, step, e.EraseFactsResult, t)
-                lance = await self._step(e.ERASE_LANCE_ROWS, step, e.EraseLanceResult, t)
-                shared = await self._step(e.DELETE_UNREFERENCED, step, e.DeleteUnreferencedResult, t)
+                facts = await self._step(e.ERASE_FACTS, A.erase_facts, step, t)
+                lance = await self._step(e.ERASE_LANCE_ROWS, A.erase_lance_rows, step, t)
+                shared = await self._step(e.DELETE_UNREFERENCED, A.delete_unreferenced, step, t)
                 cleanup = await self._step(
-                    e.CLEANUP_LANCE_VERSIONS, e.CleanupInput(inp.erasure_id, inp.scope), e.CleanupResult, t
+                    e.CLEANUP_LANCE_VERSIONS,
+                    A.cleanup_lance_versions,
+                    e.CleanupInput(inp.erasure_id, inp.scope),
+                    t,
                 )
-                check = await self._step(e.VERIFY, step, e.VerifyResult, t)
+                check = await self._step(e.VERIFY, A.verify, step, t)
                 st.receipt = receipt(inp, plan, deleted, facts, lance, shared, cleanup, check)
                 if check.clean:
                     verified = True
                     break
             # The plan lists the erased roots: it goes with them.
-            await self._step(e.DISCARD_PLAN, e.PlanInput(inp.erasure_id, plan), int, t)
+            await self._step(e.DISCARD_PLAN, A.discard_plan, e.PlanInput(inp.erasure_id, plan), t)
             if verified:
                 st.state = e.SUCCEEDED
             else:

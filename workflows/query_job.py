@@ -10,52 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.query_job import (
-        DELETE_QUERY_JOB_RESULT,
-        QUERY_JOB_WORKFLOW,
-        RUN_QUERY_JOB,
-        DeleteResultInput,
-        QueryJobInput,
-        QueryJobResult,
-    )
+    from activities.query_job import QueryJobActivities
+    from formats.contracts import query_job as qj
 
 
-@dataclass
-class QueryJobStatus:
-    job_id: str
-    state: str = "queued"
-    tenant_id: str = ""
-    environment_id: str = ""
-    request_digest: str = ""
-    created_at_unix: float = 0.0
-    expires_at_unix: float = 0.0
-    rows: int = 0
-    result_key: str | None = None
-    outcome: dict[str, Any] | None = None
-    error: dict[str, Any] | None = field(default=None)
-
-
-@workflow.defn(name=QUERY_JOB_WORKFLOW)
+@workflow.defn(name=qj.QUERY_JOB_WORKFLOW)
 class QueryJobWorkflow:
     def __init__(self) -> None:
-        self._status: QueryJobStatus | None = None
+        self._status: qj.QueryJobStatus | None = None
 
-    @workflow.query
-    def status(self) -> QueryJobStatus | None:
+    @workflow.query(name=qj.STATUS_QUERY)
+    def status(self) -> qj.QueryJobStatus | None:
         return self._status
 
     @workflow.run
-    async def run(self, inp: QueryJobInput) -> QueryJobStatus:
-        st = self._status = QueryJobStatus(
+    async def run(self, inp: qj.QueryJobInput) -> qj.QueryJobStatus:
+        st = self._status = qj.QueryJobStatus(
             job_id=inp.job_id,
             tenant_id=inp.tenant_id,
             environment_id=inp.environment_id,
@@ -63,47 +40,48 @@ class QueryJobWorkflow:
             created_at_unix=workflow.now().timestamp(),
             expires_at_unix=inp.expires_at_unix,
         )
-        st.state = "running"
+        st.state = qj.RUNNING
         try:
-            result = await workflow.execute_activity(
-                RUN_QUERY_JOB,
+            result = await workflow.execute_activity_method(
+                QueryJobActivities.run_query_job,
                 inp,
-                result_type=QueryJobResult,
                 start_to_close_timeout=timedelta(hours=6),
                 heartbeat_timeout=timedelta(minutes=2),
-                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["QueryInvalid"]),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=3, non_retryable_error_types=[qj.ERR_QUERY_INVALID]
+                ),
                 cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
             )
             st.rows, st.result_key, st.outcome = result.rows, result.result_key, result.outcome
             err = result.outcome.get("error")
             if result.outcome.get("status") == "failed":
-                st.state, st.error = "failed", err
+                st.state, st.error = qj.FAILED, err
             else:
-                st.state = "succeeded"
+                st.state = qj.SUCCEEDED
         except (asyncio.CancelledError, CancelledError):
-            st.state = "cancelled"
+            st.state = qj.CANCELLED
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
-                st.state = "cancelled"
+                st.state = qj.CANCELLED
             else:
                 cause = exc.cause
                 code = (
                     "query_invalid"
-                    if isinstance(cause, ApplicationError) and cause.type == "QueryInvalid"
+                    if isinstance(cause, ApplicationError) and cause.type == qj.ERR_QUERY_INVALID
                     else "job_failed"
                 )
                 message = cause.message if isinstance(cause, ApplicationError) else "the job failed"
-                st.state, st.error = "failed", {"code": code, "message": message, "remedy": None}
+                st.state, st.error = qj.FAILED, {"code": code, "message": message, "remedy": None}
         remaining = inp.expires_at_unix - workflow.now().timestamp()
         if remaining > 0:
             # A final state is kept as it is until expiry, whatever arrives meanwhile.
             with contextlib.suppress(asyncio.CancelledError, CancelledError):
                 await workflow.sleep(timedelta(seconds=remaining))
         if st.result_key is not None:
-            await workflow.execute_activity(
-                DELETE_QUERY_JOB_RESULT,
-                DeleteResultInput(inp.tenant_id, inp.project_id, inp.environment_id, inp.job_id),
+            await workflow.execute_activity_method(
+                QueryJobActivities.delete_query_job_result,
+                qj.DeleteResultInput(inp.tenant_id, inp.project_id, inp.environment_id, inp.job_id),
                 start_to_close_timeout=timedelta(minutes=5),
             )
-        st.state = "expired"
+        st.state = qj.EXPIRED
         return st

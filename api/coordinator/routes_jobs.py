@@ -25,17 +25,15 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.query_job import QUERY_JOB_WORKFLOW, QueryJobInput, QueryJobProgress
 from api.common.errors import BadRequest, Conflict, IdempotencyConflict, NotFound, ServiceUnavailable
 from api.coordinator.planner import PlanError, plan_query
 from api.coordinator.query_wire import JobRequest, QueryJob
 from api.coordinator.routes_query import plan_error
 from api.coordinator.user_auth import Caller, QueryCaller, Runtime
 from formats import query_output as qo
-from workflows.query_job import QueryJobStatus
+from formats.contracts import query_job as qj
 
 router = APIRouter(tags=["query-jobs"])
-_FINAL = {"succeeded", "failed", "cancelled"}
 
 
 class TemporalUnavailable(ServiceUnavailable):
@@ -77,9 +75,9 @@ def request_digest(body: JobRequest) -> str:
     return hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
-async def _status(handle: WorkflowHandle[Any, Any]) -> QueryJobStatus | None:
+async def _status(handle: WorkflowHandle[Any, Any]) -> qj.QueryJobStatus | None:
     try:
-        return await handle.query("status", result_type=QueryJobStatus)  # type: ignore[arg-type]
+        return await handle.query(qj.STATUS_QUERY, result_type=qj.QueryJobStatus)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
@@ -88,12 +86,12 @@ async def _status(handle: WorkflowHandle[Any, Any]) -> QueryJobStatus | None:
         # A closed workflow whose query cannot run: read its result instead.
         try:
             done = await handle.result()
-            return QueryJobStatus(**done) if isinstance(done, dict) else None
+            return qj.QueryJobStatus(**done) if isinstance(done, dict) else None
         except Exception:
             return None
 
 
-async def _progress(handle: WorkflowHandle[Any, Any]) -> QueryJobProgress | None:
+async def _progress(handle: WorkflowHandle[Any, Any]) -> qj.QueryJobProgress | None:
     desc = await handle.describe()
     converter = DataConverter.default
     for pending in desc.raw_description.pending_activities:
@@ -101,41 +99,41 @@ async def _progress(handle: WorkflowHandle[Any, Any]) -> QueryJobProgress | None
             pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
             and pending.heartbeat_details.payloads
         ):
-            values = await converter.decode(pending.heartbeat_details.payloads, [QueryJobProgress])
+            values = await converter.decode(pending.heartbeat_details.payloads, [qj.QueryJobProgress])
             if values:
                 value = values[0]
-                assert isinstance(value, QueryJobProgress)
+                assert isinstance(value, qj.QueryJobProgress)
                 return value
     return None
 
 
-def _visible(st: QueryJobStatus | None, caller: QueryCaller) -> QueryJobStatus:
+def _visible(st: qj.QueryJobStatus | None, caller: QueryCaller) -> qj.QueryJobStatus:
     if (
         st is None
         or st.tenant_id != caller.scope.tenant_id
         or st.environment_id != caller.scope.environment_id
-        or st.state == "expired"
+        or st.state == qj.EXPIRED
         or st.expires_at_unix <= time.time()
     ):
         raise NotFound("no such query job", code="job_not_found")
     return st
 
 
-def _view(st: QueryJobStatus, progress: QueryJobProgress | None, request: Request) -> QueryJob:
+def _view(st: qj.QueryJobStatus, progress: qj.QueryJobProgress | None, request: Request) -> QueryJob:
     outcome = qo.QueryOutcome.model_validate(st.outcome) if st.outcome else None
-    rows = st.rows if st.state in _FINAL else (progress.rows_so_far if progress else 0)
-    error = st.error if st.state == "failed" else None
+    rows = st.rows if st.state in qj.FINAL_STATES else (progress.rows_so_far if progress else 0)
+    error = st.error if st.state == qj.FAILED else None
     return QueryJob(
         job_id=st.job_id,
         state=st.state,  # type: ignore[arg-type]
-        progress=1.0 if st.state in _FINAL else (progress.progress if progress else 0.0),
+        progress=1.0 if st.state in qj.FINAL_STATES else (progress.progress if progress else 0.0),
         rows_so_far=rows,
         snapshot=outcome.snapshot if outcome else None,
         created_at=dt.datetime.fromtimestamp(st.created_at_unix, dt.UTC) if st.created_at_unix else None,
         expires_at=dt.datetime.fromtimestamp(st.expires_at_unix, dt.UTC),
         result_url=(
             str(request.url_for("get_query_job_result", job_id=st.job_id))
-            if st.state == "succeeded"
+            if st.state == qj.SUCCEEDED
             else None
         ),
         error=qo.OutcomeError.model_validate(error) if error else None,
@@ -165,7 +163,7 @@ async def create_query_job(
     job_id = job_id_for(caller, idempotency_key)
     digest = request_digest(body)
     s = caller.scope
-    inp = QueryJobInput(
+    inp = qj.QueryJobInput(
         job_id=job_id,
         tenant_id=s.tenant_id,
         project_id=s.project_id,
@@ -180,7 +178,7 @@ async def create_query_job(
     )
     try:
         handle = await client.start_workflow(
-            QUERY_JOB_WORKFLOW,
+            qj.QUERY_JOB_WORKFLOW,
             inp,
             id=job_id,
             task_queue=runtime.settings.task_queue,
@@ -191,7 +189,7 @@ async def create_query_job(
         handle = client.get_workflow_handle(job_id)
     st = await _status(handle)
     if st is None:
-        st = QueryJobStatus(job_id=job_id, tenant_id=s.tenant_id, environment_id=s.environment_id,
+        st = qj.QueryJobStatus(job_id=job_id, tenant_id=s.tenant_id, environment_id=s.environment_id,
                             request_digest=digest, expires_at_unix=inp.expires_at_unix)  # fmt: skip
     if st.request_digest != digest:
         raise IdempotencyConflict(
@@ -206,7 +204,7 @@ async def create_query_job(
 async def get_query_job(job_id: str, request: Request, caller: Caller) -> QueryJob:
     handle = (await temporal_client(request)).get_workflow_handle(job_id)
     st = _visible(await _status(handle), caller)
-    progress = await _progress(handle) if st.state == "running" else None
+    progress = await _progress(handle) if st.state == qj.RUNNING else None
     return _view(st, progress, request)
 
 
@@ -214,11 +212,11 @@ async def get_query_job(job_id: str, request: Request, caller: Caller) -> QueryJ
 async def cancel_query_job(job_id: str, request: Request, caller: Caller) -> QueryJob:
     handle = (await temporal_client(request)).get_workflow_handle(job_id)
     st = _visible(await _status(handle), caller)
-    if st.state not in _FINAL:
+    if st.state not in qj.FINAL_STATES:
         await handle.cancel()
         for _ in range(50):  # the cancel lands within a workflow task; report the new state
             newer = await _status(handle)
-            if newer is not None and newer.state in _FINAL:
+            if newer is not None and newer.state in qj.FINAL_STATES:
                 st = newer
                 break
             await _sleep(0.1)
@@ -241,7 +239,7 @@ async def get_query_job_result(
 ) -> StreamingResponse:
     handle = (await temporal_client(request)).get_workflow_handle(job_id)
     st = _visible(await _status(handle), caller)
-    if st.state != "succeeded" or st.result_key is None:
+    if st.state != qj.SUCCEEDED or st.result_key is None:
         raise JobNotReady(
             f"the job is {st.state}; its result exists once it succeeded",
             remedy="Poll GET /v1/query-jobs/{job_id} until state is succeeded.",

@@ -22,12 +22,11 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import erasure_contracts as e
-from activities.contracts import ScopeRef
 from api.common.errors import BadRequest, IdempotencyConflict, NotFound, ServiceUnavailable, problem_responses
 from api.common.idempotency import request_digest, validate_key
 from api.gateway.deps import EraseCaller, ErasureCaller, Runtime, Temporal
-from workflows.erasure import ErasureWorkflow
+from formats.contracts import ScopeRef
+from formats.contracts import erasure as e
 
 _log = logging.getLogger(__name__)
 
@@ -149,7 +148,7 @@ async def _read(
         return _from_status(result)
     if status == WorkflowExecutionStatus.RUNNING:
         try:
-            st = await asyncio.wait_for(handle.query(ErasureWorkflow.status), timeout=5)
+            st = await asyncio.wait_for(handle.query(e.STATUS_QUERY, result_type=e.ErasureStatus), timeout=5)
         except (TimeoutError, RPCError):
             st = None  # no worker has picked it up yet
         if st is not None:
@@ -208,8 +207,9 @@ async def create_erasure(
     wf_id = e.erasure_workflow_id(erasure_id)
     try:
         handle = await temporal.start_workflow(
-            ErasureWorkflow.run,
+            e.ERASURE_WORKFLOW,
             inp,
+            result_type=e.ErasureStatus,
             id=wf_id,
             task_queue=runtime.settings.task_queue,
             memo=memo,
@@ -217,7 +217,7 @@ async def create_erasure(
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
     except WorkflowAlreadyStartedError:
-        handle = temporal.get_workflow_handle_for(ErasureWorkflow.run, wf_id)
+        handle = temporal.get_workflow_handle(wf_id, result_type=e.ErasureStatus)
     except RPCError as exc:
         _log.warning("erasure start failed code=%s", exc.status)
         raise ServiceUnavailable("the workflow engine refused the erasure", remedy="Retry later.") from None
@@ -241,7 +241,7 @@ async def create_erasure(
     responses=problem_responses(404),
 )
 async def get_erasure(erasure_id: ErasureId, caller: EraseCaller, temporal: Temporal) -> Erasure:
-    handle = temporal.get_workflow_handle_for(ErasureWorkflow.run, e.erasure_workflow_id(erasure_id))
+    handle = temporal.get_workflow_handle(e.erasure_workflow_id(erasure_id), result_type=e.ErasureStatus)
     memo, status = await _memo(handle)
     _check_owner(memo, caller, erasure_id)
     return await _read(handle, erasure_id, memo, status)

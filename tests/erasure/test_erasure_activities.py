@@ -9,9 +9,9 @@ from typing import Any
 from corpus import make_corpus, put_all, root_rows_in_clickhouse
 from erasure_corpus import project_corpus
 
-from activities import erasure_contracts as e
-from activities.contracts import ScopeRef
 from formats import object_keys
+from formats.contracts import ScopeRef
+from formats.contracts import erasure as e
 
 
 def scope_ref(world: Any) -> ScopeRef:

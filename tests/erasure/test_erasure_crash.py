@@ -16,10 +16,10 @@ from corpus import make_corpus, put_all, root_rows_in_clickhouse
 from erasure_corpus import project_corpus
 from temporalio.client import Client
 
-from activities import erasure_contracts as e
-from activities.contracts import ScopeRef
 from activities.erasure import CRASH_AFTER_ENV
 from formats import object_keys
+from formats.contracts import ScopeRef
+from formats.contracts import erasure as e
 from workflows.erasure import ErasureWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ from corpus import make_corpus, put_all, root_rows_in_clickhouse
 from erasure_corpus import project_corpus
 from shared_build import build_program_id, one_build
 
-from activities import erasure_contracts as e
-from activities.contracts import ScopeRef
 from formats import object_keys
+from formats.contracts import ScopeRef
+from formats.contracts import erasure as e
 from workflows.erasure import receipt
 
 PROGRAM_DATASETS = ("function_definitions_v1", "source_files_v1")

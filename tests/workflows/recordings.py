@@ -24,8 +24,8 @@ from stubs import MetaScript, Page, RootScript, Stubs
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from activities import contracts as c
-from activities import erasure_contracts as e
-from activities.query_job import QUERY_JOB_WORKFLOW, QueryJobInput
+from formats.contracts import erasure as e
+from formats.contracts.query_job import QUERY_JOB_WORKFLOW, QueryJobInput
 from workflows import ids
 from workflows.erasure import ErasureWorkflow
 from workflows.maintenance import (

@@ -16,8 +16,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import contracts as c
-from activities import erasure_contracts as e
-from activities.query_job import (
+from formats.contracts import erasure as e
+from formats.contracts.query_job import (
     DELETE_QUERY_JOB_RESULT,
     RUN_QUERY_JOB,
     DeleteResultInput,

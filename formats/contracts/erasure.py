@@ -1,18 +1,16 @@
-"""Inputs and outputs of the erasure workflow and its activities: one frozen dataclass each.
+"""The erasure family's contract: task queue, workflow and activity names, inputs, outputs, status.
 
-Shared by the gateway (the starter), the workflow and the activities. Plain strings, ints and
-tuples only: they travel through Temporal's JSON payload converter.
+Shared by the gateway (the starter), the workflow and the activities (formats/contracts/__init__.py).
 """
-
-# Annotations are evaluated eagerly (no __future__ import): the workflow sandbox resolves them
-# without this module's globals.
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.contracts import ScopeRef
+from formats.contracts import DEFAULT_TASK_QUEUE, ScopeRef
 
+TASK_QUEUE = DEFAULT_TASK_QUEUE
 ERASURE_WORKFLOW = "Erasure"
+STATUS_QUERY = "status"  # the workflow's query answering ErasureStatus
 
 # Activity names (the Temporal UI shows them as the workflow's steps).
 RESOLVE = "erasure_resolve"
