@@ -1,0 +1,68 @@
+"""IndexAndCompact is incremental: a tick creates only the indexes a dataset lacks, and folds the
+rows that arrived since into the existing ones instead of rebuilding them (local Lance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from activities.lance_store import DATASETS, LanceStore, dataset_schema
+from formats.object_keys import Scope
+
+SCOPE = Scope("ten_a", "prj_a", "env_a")
+
+
+def _refs(start: int, n: int) -> pa.Table:
+    cids = [f"{i:064d}" for i in range(start, start + n)]
+    return pa.table(
+        {"cid": cids, "root_id": [f"r{i % 7}" for i in range(n)], "process_euid": ["e"] * n},
+        schema=dataset_schema("cid_refs_v1"),
+    )
+
+
+def _indexes(store: LanceStore) -> dict[str, tuple[str, int]]:
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None
+    out = {}
+    for index in ds.list_indices():
+        stats = ds.stats.index_stats(index["name"])
+        out[index["name"]] = (index["uuid"], int(stats["num_unindexed_rows"]))
+    return out
+
+
+def test_a_second_tick_extends_the_indexes_it_created_instead_of_rebuilding_them(tmp_path: Path) -> None:
+    store = LanceStore(root=tmp_path)
+    store.merge(SCOPE, "cid_refs_v1", _refs(0, 500))
+    first = store.index_and_compact(SCOPE, "cid_refs_v1")
+    assert first["indexes"] == len(DATASETS["cid_refs_v1"].btree)
+    before = _indexes(store)
+    assert all(unindexed == 0 for _, unindexed in before.values())
+
+    store.merge(SCOPE, "cid_refs_v1", _refs(500, 300))
+    assert all(unindexed == 300 for _, unindexed in _indexes(store).values())
+    second = store.index_and_compact(SCOPE, "cid_refs_v1")
+    assert second["indexes"] == 0  # nothing created, nothing replaced
+    after = _indexes(store)
+    assert set(after) == set(before)
+    assert all(unindexed == 0 for _, unindexed in after.values())  # the new rows are in the indexes
+
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None
+    wanted = f"{650:064d}"
+    assert ds.to_table(filter=f"cid = '{wanted}'")["cid"].to_pylist() == [wanted]
+    assert ds.count_rows() == 800
+
+
+def test_an_index_of_another_kind_is_replaced(tmp_path: Path) -> None:
+    store = LanceStore(root=tmp_path)
+    store.merge(SCOPE, "cid_refs_v1", _refs(0, 200))
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None
+    ds.create_scalar_index("root_id", index_type="BITMAP")  # the spec says BTREE
+    got = store.index_and_compact(SCOPE, "cid_refs_v1")
+    assert got["indexes"] == 2  # cid created, root_id replaced
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None
+    kinds = {tuple(i["fields"]): str(i["type"]).lower() for i in ds.list_indices()}
+    assert kinds == {("cid",): "btree", ("root_id",): "btree"}
