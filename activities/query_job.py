@@ -1,11 +1,12 @@
 """Background query job activities: run a query to its NDJSON result in the bucket, delete it later.
 
 Contracts: formats/contracts/query_job.py. :class:`QueryJobActivities` receives its clients once:
-the coordinator runtime (Boundary client, Lance store, budgets) and a boto3 S3 client. The result is written to
-``temporary/v1/<scope>/jobs/<job_id>/result.ndjson`` (formats.object_keys.job_result_key): the
-same rows and final ``queryOutcome`` as ``POST /v1/query``, under the same snapshot rules, with
-the job's (larger) candidate limit. The activity heartbeats ``rows_so_far`` so the coordinator
-can report progress, and stops when Temporal cancels it.
+the coordinator runtime (Boundary client, Lance store, budgets) and a boto3 S3 client. The result
+is written to ``temporary/v1/<scope>/jobs/<job_id>/result.ndjson``
+(formats.object_keys.job_result_key): the same rows and final ``queryOutcome`` as
+``POST /v1/query``, under the same snapshot rules, with the job's (larger) candidate limit. The
+activity heartbeats rows and bytes so far so the coordinator can report progress, and stops when
+Temporal cancels it.
 """
 
 from __future__ import annotations
@@ -50,21 +51,22 @@ class QueryJobActivities:
                 exc.message, exc.code, type=ERR_QUERY_INVALID, non_retryable=True
             ) from None
         key = job_result_key(scope, inp.job_id)
-        rows = 0
+        rows = size = 0
         _beat(0, 0.05)
         with tempfile.TemporaryFile() as out:
             for line in prepared.run.lines():
                 out.write(line)
                 rows += 1
+                size += len(line)
                 if rows % 1000 == 0:
-                    _beat(rows, 0.5)
+                    _beat(rows, 0.5, size)
             rows -= 1  # the last line is the outcome
             outcome = prepared.run.outcome
             assert outcome is not None
             out.seek(0)
             self.s3.upload_fileobj(out, self.bucket, key, ExtraArgs={"ContentType": "application/x-ndjson"})
-        _beat(rows, 1.0)
-        return QueryJobResult(key, rows, json.loads(outcome.model_dump_json()))
+        _beat(rows, 1.0, size)
+        return QueryJobResult(key, rows, json.loads(outcome.model_dump_json()), size)
 
     @activity.defn(name=DELETE_QUERY_JOB_RESULT)
     def delete_query_job_result(self, inp: DeleteResultInput) -> None:
@@ -74,9 +76,9 @@ class QueryJobActivities:
         self.s3.delete_object(Bucket=self.bucket, Key=key)
 
 
-def _beat(rows: int, progress: float) -> None:
+def _beat(rows: int, progress: float, size: int = 0) -> None:
     if activity.in_activity():
-        activity.heartbeat(QueryJobProgress(rows, progress))
+        activity.heartbeat(QueryJobProgress(rows, progress, size))
         if activity.is_cancelled():
             raise activity_cancelled()
 

@@ -53,6 +53,7 @@ class QueryJobWorkflow:
                 cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
             )
             st.rows, st.result_key, st.outcome = result.rows, result.result_key, result.outcome
+            st.bytes = result.bytes
             err = result.outcome.get("error")
             if result.outcome.get("status") == "failed":
                 st.state, st.error = qj.FAILED, err

@@ -49,6 +49,7 @@ class QueryJob(BaseModel):
     state: JobState
     progress: float = 0.0
     rows_so_far: int = 0
+    bytes_so_far: int = 0  # NDJSON bytes of the result so far (its size once succeeded)
     snapshot: qo.SnapshotRef | None = None
     created_at: dt.datetime | None = None
     expires_at: dt.datetime | None = None

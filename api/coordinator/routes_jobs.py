@@ -121,13 +121,16 @@ def _visible(st: qj.QueryJobStatus | None, caller: QueryCaller) -> qj.QueryJobSt
 
 def _view(st: qj.QueryJobStatus, progress: qj.QueryJobProgress | None, request: Request) -> QueryJob:
     outcome = qo.QueryOutcome.model_validate(st.outcome) if st.outcome else None
-    rows = st.rows if st.state in qj.FINAL_STATES else (progress.rows_so_far if progress else 0)
+    final = st.state in qj.FINAL_STATES
+    rows = st.rows if final else (progress.rows_so_far if progress else 0)
+    size = st.bytes if final else (progress.bytes_so_far if progress else 0)
     error = st.error if st.state == qj.FAILED else None
     return QueryJob(
         job_id=st.job_id,
         state=st.state,  # type: ignore[arg-type]
-        progress=1.0 if st.state in qj.FINAL_STATES else (progress.progress if progress else 0.0),
+        progress=1.0 if final else (progress.progress if progress else 0.0),
         rows_so_far=rows,
+        bytes_so_far=size,
         snapshot=outcome.snapshot if outcome else None,
         created_at=dt.datetime.fromtimestamp(st.created_at_unix, dt.UTC) if st.created_at_unix else None,
         expires_at=dt.datetime.fromtimestamp(st.expires_at_unix, dt.UTC),

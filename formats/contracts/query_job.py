@@ -49,6 +49,7 @@ class QueryJobResult:
     result_key: str
     rows: int
     outcome: dict[str, Any]
+    bytes: int = 0  # size of the NDJSON result
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class QueryJobProgress:
 
     rows_so_far: int
     progress: float
+    bytes_so_far: int = 0  # NDJSON bytes of the result written so far
 
 
 @dataclass
@@ -79,6 +81,7 @@ class QueryJobStatus:
     created_at_unix: float = 0.0
     expires_at_unix: float = 0.0
     rows: int = 0
+    bytes: int = 0
     result_key: str | None = None
     outcome: dict[str, Any] | None = None
     error: dict[str, Any] | None = field(default=None)

@@ -145,6 +145,7 @@ def test_job_lifecycle_result_and_expiry(jobs: Jobs, user_headers: dict[str, str
     assert done["snapshot"]["snapshot_id"] and done["rows_so_far"] == 5 and done["progress"] == 1.0
     result = jobs.api.get(f"/v1/query-jobs/{job['job_id']}/result", headers=user_headers)
     assert result.status_code == 200
+    assert done["bytes_so_far"] == len(result.content)  # the result file's size, rows and outcome
     parsed = qo.read_query_bytes(result.content)
     interactive = qo.read_query_bytes(
         jobs.api.post("/v1/query", json={"sql": SQL_PRIVATE}, headers=user_headers).content
