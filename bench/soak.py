@@ -372,6 +372,7 @@ class Children:
 
     worker2: subprocess.Popen[bytes] | None = None
     loads: list[tuple[Any, Connection]] = field(default_factory=list)
+    failed_starts: int = 0  # restarts of worker 2 that exited before polling
 
     def stop(self) -> None:
         for proc, conn in self.loads:
@@ -539,7 +540,7 @@ def soak(
             print(f"  killed worker 2 (pid {victim.pid}) with SIGKILL at t={killed[1] - t_start:.0f} s")
             beat.unlink(missing_ok=True)
             children.worker2 = start_second_worker(state, worker2_log)
-        restarted = restarted or restart_seen(killed, children, beat)
+        restarted = restarted or restart_seen(killed, children, beat, state, worker2_log)
         if s.t - last_print >= 30:
             last_print = s.t
             print(
@@ -572,7 +573,7 @@ def soak(
     drain_deadline = time.monotonic() + args.drain_timeout
     while time.monotonic() < drain_deadline:
         s = take()
-        restarted = restarted or restart_seen(killed, children, beat)
+        restarted = restarted or restart_seen(killed, children, beat, state, worker2_log)
         roots = set(ledger()["root_id"].to_pylist())
         if set(executions) <= roots and s.visible == 0 and s.in_flight == 0 and s.running == 0:
             drained_at = time.time()
@@ -694,14 +695,27 @@ def soak(
 
 
 def restart_seen(
-    killed: tuple[int, float] | None, children: Children, beat: Path
+    killed: tuple[int, float] | None, children: Children, beat: Path, state: Any, log_path: Path
 ) -> tuple[int, float] | None:
-    """(pid, time) once the restarted second worker has written its first heartbeat."""
-    if killed is None or children.worker2 is None or not beat.exists():
+    """(pid, time) once the restarted second worker has written its first heartbeat.
+
+    A worker that exits before its first heartbeat is started again (seen: on a loaded machine its
+    start-up schedule update hit Temporal's RPC timeout and the process exited)."""
+    w = children.worker2
+    if killed is None or w is None:
+        return None
+    if not beat.exists():
+        if w.poll() is not None:
+            children.failed_starts += 1
+            print(f"  worker 2 exited with code {w.returncode} before polling; starting it again")
+            children.worker2 = start_second_worker(state, log_path)
         return None
     after = time.time() - killed[1]
-    print(f"  worker 2 restarted (pid {children.worker2.pid}), polling {after:.1f} s after the kill")
-    return children.worker2.pid, time.time()
+    print(
+        f"  worker 2 restarted (pid {w.pid}), polling {after:.1f} s after the kill"
+        f" ({children.failed_starts} start(s) that exited first)"
+    )
+    return w.pid, time.time()
 
 
 def samples_at(samples: list[Sample], t: float) -> Sample:
