@@ -1,7 +1,8 @@
 """Builds the projection activities' clients once per worker process from settings.
 
-The worker (worker/temporal_worker.py) resolves the deployment :class:`Identity` from
-settings or the embedded stack's ``stack.json`` and passes it in; :func:`build_projection_activities`
+The worker (worker/temporal_worker.py) takes the deployment :class:`Identity` from
+:class:`activities.settings.ProjectionSettings` (variables, else the running stack's ``stack.json``,
+through the one resolver) and passes it in; :func:`build_projection_activities`
 returns None (and says why) when the client certificate is missing.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -50,7 +52,7 @@ class Identity:
     environments: tuple[tuple[str, str], ...]  # (project_id, environment_id) the schedules cover
     queue_url: str | None
     control_url: str | None
-    operator_token: str | None
+    operator_token: SecretStr | None  # a SecretStr so that no repr or log line shows it
 
 
 def tune_gc() -> None:
@@ -70,7 +72,7 @@ class GenerationSwitch:
     activity holds an operator (or environment admin) token from settings.
     """
 
-    def __init__(self, control_url: str | None, token: str | None) -> None:
+    def __init__(self, control_url: str | None, token: SecretStr | None) -> None:
         self.control_url = control_url
         self.token = token
 
@@ -85,7 +87,7 @@ class GenerationSwitch:
         resp = httpx.put(
             f"{self.control_url.rstrip('/')}/v1/environments/{inp.environment_id}/active-generation",
             json={"generation": inp.generation},
-            headers={"Authorization": f"Bearer {self.token}"},
+            headers={"Authorization": f"Bearer {self.token.get_secret_value()}"},
             timeout=30,
         )
         if resp.status_code >= 400:

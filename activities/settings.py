@@ -1,21 +1,43 @@
 """Settings of the projection runtime (activities, workflows' timers, schedules).
 
 Environment variables ``BAML_STUDIO_PROJECTION_<FIELD>``. The deployment identity
-(``deployment_id``, ``cell``, ``tenant_id``) falls back to the running embedded stack's
-``stack.json`` when unset, so ``baml-studio stack up`` needs no extra configuration.
-The S3, Temporal and Boundary endpoints come from :class:`worker.settings.TemporalWorkerSettings`.
+(``deployment_id``, ``cell``, ``tenant_id``), the default environment, the operator credentials and
+the queue URL fall back to the running embedded stack's ``stack.json`` when unset, through the one
+resolver (:class:`formats.deployment_settings.DeploymentSettings`), so ``baml-studio stack up``
+needs no extra configuration. The S3, Temporal and Boundary endpoints come from
+:class:`worker.settings.TemporalWorkerSettings`.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import ClassVar
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from formats.deployment_settings import DeploymentSettings
+
+# Environment variables of the identity, named by the worker's "missing setting" message.
+IDENTITY_ENV = {
+    "deployment_id": "BAML_STUDIO_PROJECTION_DEPLOYMENT_ID",
+    "cell": "BAML_STUDIO_PROJECTION_CELL",
+    "tenant_id": "BAML_STUDIO_PROJECTION_TENANT_ID",
+}
 
 
-class ProjectionSettings(BaseSettings):
+class ProjectionSettings(DeploymentSettings):
     model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_PROJECTION_", extra="ignore")
+    stack_fields: ClassVar[dict[str, str]] = {
+        "deployment_id": "deployment_id",
+        "cell": "cell",
+        "tenant_id": "tenant_id",
+        "project_id": "project_id",
+        "environment_id": "environment_id",
+        "boundary_control_url": "boundary_control_url",
+        "operator_token": "operator_token",
+        "queue_url": "queue_url",
+    }
 
     deployment_id: str | None = Field(default=None, description="This deployment's id (client cert CN).")
     cell: str | None = Field(default=None, description="This deployment's cell (client cert OU).")
@@ -29,6 +51,14 @@ class ProjectionSettings(BaseSettings):
     )
     project_ids: dict[str, str] = Field(
         default_factory=dict, description="environment id -> project id for the scheduled jobs (JSON)."
+    )
+    project_id: str | None = Field(
+        default=None,
+        description="Project of environment_id (the schedules' scope when environment_ids is empty).",
+    )
+    environment_id: str | None = Field(
+        default=None,
+        description="The one environment the sweep and index schedules cover when environment_ids is empty.",
     )
     max_walk: int = Field(default=2000, ge=1, description="Meta objects the walk-back reads at most.")
     silence_limit_s: float = Field(
@@ -71,11 +101,25 @@ class ProjectionSettings(BaseSettings):
         default=None, description="Boundary control API, for the rebuild's generation switch (operator)."
     )
     operator_token: SecretStr | None = Field(
-        default=None, description="Operator token for the generation switch; unset: the stack's."
+        default=None, description="Operator token for the generation switch."
     )
-    queue_url: str | None = Field(
-        default=None, description="Projection queue URL for replay; unset: stack's."
-    )
+    queue_url: str | None = Field(default=None, description="Projection queue URL for replay.")
+
+    def missing_identity(self) -> list[str]:
+        """The environment variables of the identity settings that are unset (empty: complete)."""
+        return [env for name, env in IDENTITY_ENV.items() if not (getattr(self, name) or "").strip()]
+
+    def covered_environments(self) -> tuple[tuple[str, str], ...]:
+        """``(project_id, environment_id)`` the schedules cover: ``environment_ids`` with their
+        ``project_ids``, else the one ``project_id``/``environment_id``; environments without a
+        project are left out (a schedule needs the whole scope)."""
+        if self.environment_ids:
+            pairs = [(self.project_ids.get(e, ""), e) for e in self.environment_ids]
+        elif self.project_id and self.environment_id:
+            pairs = [(self.project_id, self.environment_id)]
+        else:
+            pairs = []
+        return tuple(p for p in pairs if p[0])
 
 
 @lru_cache

@@ -6,10 +6,12 @@ family, ``BAML_STUDIO_<PROCESS>_<FIELD>`` (``BAML_STUDIO_WORKER_TASK_QUEUE``,
 embedded stack that ``baml-studio stack up`` starts with its default ports, so a process started
 by hand on a development machine finds its peers without configuration.
 
-Secrets are ``SecretStr`` (revealed only where they are used). The CLI's settings derive from
+Secrets are ``SecretStr`` (revealed only where they are used). Every class that reaches a
+deployment (the Temporal worker's, the SQS bridge's, the CLI's) derives from
 :class:`formats.deployment_settings.DeploymentSettings`: what no flag or variable sets comes from
-the running stack's ``stack.json``. The processes' getters refuse the development placeholder
-credentials outside the embedded stack.
+the running stack's ``stack.json`` (the fields each names in ``stack_fields``), then the default.
+No process reads ``stack.json`` by itself. The processes' getters refuse the development
+placeholder credentials outside the embedded stack.
 """
 
 from __future__ import annotations
@@ -36,10 +38,30 @@ DEFAULT_DEAD_LETTER_QUEUE = "baml-projection-dlq"
 DEFAULT_BOUNDARY_WORKLOAD_URL = "https://127.0.0.1:8711"
 
 
-class TemporalWorkerSettings(BaseSettings):
+# What a worker-side process takes from a running embedded stack when no variable sets it: the
+# launcher passes most of these as variables anyway; the state file serves a process started by
+# hand next to a stack on other ports (`--base-port`).
+_ENDPOINT_FIELDS: dict[str, str] = {
+    "temporal_address": "temporal_address",
+    "temporal_namespace": "temporal_namespace",
+    "task_queue": "task_queue",
+    "aws_region": "aws_region",
+    "aws_access_key_id": "aws_access_key_id",
+    "aws_secret_access_key": "aws_secret_access_key",
+    "boundary_workload_url": "boundary_workload_url",
+    "tls_dir": "tls.dir",
+}
+
+
+class TemporalWorkerSettings(DeploymentSettings):
     """The Temporal worker (``python -m worker.temporal_worker``)."""
 
     model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_WORKER_", extra="ignore")
+    stack_fields: ClassVar[dict[str, str]] = {
+        **_ENDPOINT_FIELDS,
+        "s3_endpoint_url": "s3_endpoint_url",
+        "bucket": "bucket",
+    }
 
     temporal_address: str = Field(
         default=DEFAULT_TEMPORAL_ADDRESS, description="Temporal frontend host:port."
@@ -70,10 +92,16 @@ class TemporalWorkerSettings(BaseSettings):
     )
 
 
-class SqsBridgeSettings(BaseSettings):
+class SqsBridgeSettings(DeploymentSettings):
     """The SQS bridge (``python -m worker.sqs_bridge``)."""
 
     model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_BRIDGE_", extra="ignore")
+    stack_fields: ClassVar[dict[str, str]] = {
+        **_ENDPOINT_FIELDS,
+        "sqs_endpoint_url": "sqs_endpoint_url",
+        "deployment_id": "deployment_id",
+        "cell": "cell",
+    }
 
     sqs_endpoint_url: str | None = Field(
         default=DEFAULT_OBJECT_STORE_URL, description="SQS endpoint; empty for AWS's default endpoint."
@@ -123,18 +151,13 @@ class SqsBridgeSettings(BaseSettings):
     temporal_namespace: str = Field(default=DEFAULT_TEMPORAL_NAMESPACE, description="Temporal namespace.")
     task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue of the workflows it starts.")
     boundary_workload_url: str | None = Field(
-        default=None, description="Boundary workload API (mTLS) base URL; unset: the stack's (stack.json)."
+        default=None, description="Boundary workload API (mTLS) base URL (generation lookups)."
     )
     tls_dir: Path | None = Field(
-        default=None, description="Directory with the workload identity CA, cert and key; unset: the stack's."
+        default=None, description="Directory with the workload identity CA, cert and key."
     )
-    deployment_id: str | None = Field(default=None, description="This deployment's id; unset: the stack's.")
-    cell: str | None = Field(default=None, description="This deployment's cell; unset: the stack's.")
-    stack_run_dir: Path | None = Field(
-        default=None,
-        description="Embedded stack run directory whose stack.json fills unset values; unset: the "
-        "heartbeat file's directory if it holds a stack.json, else BAML_STUDIO_STACK_RUN_DIR.",
-    )
+    deployment_id: str | None = Field(default=None, description="This deployment's id (client cert CN).")
+    cell: str | None = Field(default=None, description="This deployment's cell (client cert OU).")
     heartbeat_file: Path | None = Field(
         default=None, description="File rewritten every poll interval with the queue counts; unset: none."
     )

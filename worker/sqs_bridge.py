@@ -29,6 +29,7 @@ import contextvars
 import json
 import logging
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -46,6 +47,7 @@ from temporalio.service import RPCError
 from activities import contracts as c
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.common.aws import aws_client
+from formats.deployment_settings import ConfigurationError, stack_run_dir
 from worker.bridge.delivery import DeliveryClock
 from worker.bridge.disposition import Disposition, ObjectResult, decide
 from worker.bridge.messages import MessageFormatError, ObjectEvent, parse_message
@@ -123,14 +125,13 @@ class GenerationCache:
         return generation
 
 
-def boundary_generation_lookup(settings: SqsBridgeSettings) -> Callable[[str], int]:
+def boundary_generation_lookup(identity: BridgeIdentity) -> Callable[[str], int]:
     """``environment_id -> active generation`` through the Boundary workload API (mTLS)."""
     from activities.runtime import WorkloadTls
     from api.common.boundary_client import BoundaryClient, BoundaryError
 
-    resolved = resolve_identity(settings)
-    tls = WorkloadTls.in_dir(resolved.tls_dir, resolved.deployment_id)
-    client = BoundaryClient(resolved.workload_url, tls, resolved.deployment_id, resolved.cell)
+    tls = WorkloadTls.in_dir(identity.tls_dir, identity.deployment_id)
+    client = BoundaryClient(identity.workload_url, tls, identity.deployment_id, identity.cell)
 
     def lookup(environment_id: str) -> int:
         try:
@@ -152,35 +153,25 @@ class BridgeIdentity:
     cell: str
 
 
-def _stack_state(settings: SqsBridgeSettings) -> Any:
-    from worker.stack.state import STATE_FILE, load_stack_state
-
-    run_dir = settings.stack_run_dir
-    if run_dir is None and settings.heartbeat_file is not None:
-        beside = Path(settings.heartbeat_file).parent
-        if (beside / STATE_FILE).exists():
-            run_dir = beside  # the embedded stack writes the heartbeat into its run directory
-    try:
-        return load_stack_state(run_dir)
-    except (OSError, ValueError):
-        return None
+_IDENTITY_SETTINGS = ("boundary_workload_url", "tls_dir", "deployment_id", "cell")
 
 
 def resolve_identity(settings: SqsBridgeSettings) -> BridgeIdentity:
-    """Boundary URL, TLS directory and deployment identity: settings first, else the stack's state file."""
-    state = None
-    if not (settings.boundary_workload_url and settings.tls_dir and settings.deployment_id and settings.cell):
-        state = _stack_state(settings)
-    url = settings.boundary_workload_url or (state.boundary_workload_url if state else None)
-    tls_dir = settings.tls_dir or (Path(state.tls.dir) if state and state.tls else None)
-    dep = settings.deployment_id or (state.deployment_id if state else None)
-    cell = settings.cell or (state.cell if state else None)
-    if not (url and tls_dir and dep and cell):
-        raise RuntimeError(
-            "the bridge needs Boundary's workload URL, a TLS directory, a deployment id and a cell "
-            "(BAML_STUDIO_BRIDGE_* or a running stack's stack.json)"
+    """Boundary's workload URL, the TLS directory and the deployment identity the settings resolved
+    (variables, else the running stack's stack.json); a gap is a :class:`ConfigurationError` naming
+    every missing variable, raised before the bridge makes any request."""
+    missing = [name for name in _IDENTITY_SETTINGS if not str(getattr(settings, name) or "").strip()]
+    if missing:
+        names = ", ".join(f"BAML_STUDIO_BRIDGE_{name.upper()}" for name in missing)
+        raise ConfigurationError(
+            f"the SQS bridge needs Boundary's workload URL, a TLS directory, a deployment id and a "
+            f"cell: {names} unset, and no running embedded stack in "
+            f"{stack_run_dir(settings.stack_run_dir)} lends them (`baml-studio stack up` starts one)"
         )
-    return BridgeIdentity(url, Path(tls_dir), dep, cell)
+    assert settings.boundary_workload_url and settings.tls_dir and settings.deployment_id and settings.cell
+    return BridgeIdentity(
+        settings.boundary_workload_url, Path(settings.tls_dir), settings.deployment_id, settings.cell
+    )
 
 
 class Bridge:
@@ -462,6 +453,8 @@ class Bridge:
 
 
 async def run_bridge(settings: SqsBridgeSettings, stop: asyncio.Event) -> None:
+    # Settings first: a missing one is named here, before any request could fail on it.
+    identity = resolve_identity(settings)
     sqs = aws_client(
         "sqs",
         settings.sqs_endpoint_url,
@@ -475,7 +468,7 @@ async def run_bridge(settings: SqsBridgeSettings, stop: asyncio.Event) -> None:
     queue_url = settings.queue_url or sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
     dlq_url = sqs.get_queue_url(QueueName=settings.dead_letter_queue_name)["QueueUrl"]
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
-    generations = GenerationCache(boundary_generation_lookup(settings), settings.generation_cache_s)
+    generations = GenerationCache(boundary_generation_lookup(identity), settings.generation_cache_s)
     bridge = Bridge(
         settings, sqs=sqs, client=client, generations=generations, queue_url=queue_url, dlq_url=dlq_url
     )
@@ -494,7 +487,11 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for name in ("httpx", "httpcore", "botocore", "temporalio"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    asyncio.run(_main(get_bridge_settings()))
+    try:
+        asyncio.run(_main(get_bridge_settings()))
+    except ConfigurationError as exc:
+        log.error("configuration error: %s", exc)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

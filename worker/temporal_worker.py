@@ -2,9 +2,10 @@
 
 It connects to Temporal and polls the task queue. It registers the ``HealthCheck`` workflow and
 activity (used by ``baml-studio stack status`` to prove the worker answers) and, when a
-deployment identity is configured (``BAML_STUDIO_PROJECTION_*`` or the stack's ``stack.json``),
-the projection workflows and activities (docs/projection-runtime.md), whose synchronous
-activities run on a thread pool. At start it creates or updates, idempotently, one Sweep and one
+deployment identity is configured (``BAML_STUDIO_PROJECTION_*``, else the running stack's
+``stack.json``, both through the one resolver of formats/deployment_settings.py), the projection
+workflows and activities (docs/projection-runtime.md), whose synchronous activities run on a
+thread pool. At start it creates or updates, idempotently, one Sweep and one
 IndexAndCompact Temporal Schedule per covered environment. While polling it rewrites the
 heartbeat file (if configured) every few seconds.
 """
@@ -16,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -40,6 +42,7 @@ from activities import contracts as c
 from activities.erasure import ErasureActivities
 from activities.runtime import Identity, build_projection_activities, tune_gc
 from activities.settings import ProjectionSettings, get_projection_settings
+from formats.deployment_settings import ConfigurationError, reveal, stack_run_dir
 from worker.settings import TemporalWorkerSettings, get_worker_settings
 from worker.stack.health_workflow import HealthCheckWorkflow, health_check_activity
 from workflows import ids
@@ -63,31 +66,28 @@ async def _heartbeat(path: Path, interval_s: float, task_queue: str) -> None:
 
 
 def resolve_identity(settings: ProjectionSettings) -> Identity | None:
-    from worker.stack.state import load_stack_state
-
-    state = None
-    if not (settings.deployment_id and settings.cell and settings.tenant_id):
-        try:
-            state = load_stack_state()
-        except Exception:  # an unreadable state file is the same as none
-            state = None
-    dep = settings.deployment_id or (state.deployment_id if state else None)
-    cell = settings.cell or (state.cell if state else None)
-    tenant = settings.tenant_id or (state.tenant_id if state else None)
-    if not (dep and cell and tenant):
+    """The deployment identity the settings resolved (variables, else the running stack's
+    stack.json, through the one resolver); None while any of it is missing."""
+    if settings.missing_identity():
         return None
-    envs = [(settings.project_ids.get(e, ""), e) for e in settings.environment_ids]
-    if not envs and state is not None and state.project_id and state.environment_id:
-        envs = [(state.project_id, state.environment_id)]
+    assert settings.deployment_id and settings.cell and settings.tenant_id
     return Identity(
-        dep,
-        cell,
-        tenant,
-        tuple(e for e in envs if e[0]),
-        settings.queue_url or (state.queue_url if state else None),
-        settings.boundary_control_url or (state.boundary_control_url if state else None),
-        (settings.operator_token.get_secret_value() if settings.operator_token else None)
-        or (state.operator_token if state else None),
+        settings.deployment_id,
+        settings.cell,
+        settings.tenant_id,
+        settings.covered_environments(),
+        settings.queue_url,
+        settings.boundary_control_url,
+        settings.operator_token if reveal(settings.operator_token).strip() else None,
+    )
+
+
+def missing_identity_message(settings: ProjectionSettings) -> str:
+    """Names what is unset and where it was looked for (a configuration gap, not a network error)."""
+    return (
+        f"no deployment identity: {', '.join(settings.missing_identity())} unset and no running "
+        f"embedded stack in {stack_run_dir(settings.stack_run_dir)} lends them: projection "
+        "workflows not registered (only HealthCheck)"
     )
 
 
@@ -191,7 +191,7 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
     projection: list[Any] = []
     built = build_projection_activities(settings, ps, identity) if identity is not None else None
     if identity is None:
-        log.warning("no deployment identity (settings or stack.json): projection workflows not registered")
+        log.warning("%s", missing_identity_message(ps))
     if built is not None and identity is not None:
         acts, switch = built
         projection = [*acts.activities(), switch.switch_generation]
@@ -224,7 +224,12 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(run_worker(get_worker_settings()))
+    try:
+        settings = get_worker_settings()
+    except ConfigurationError as exc:  # placeholder credentials outside the stack, and the like
+        log.error("configuration error: %s", exc)
+        sys.exit(2)
+    asyncio.run(run_worker(settings))
 
 
 if __name__ == "__main__":

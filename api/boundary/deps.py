@@ -34,7 +34,7 @@ class BoundaryRuntime:
         with self._facts_lock:
             if self.facts is None:
                 self.facts = FactStore.open(
-                    url=self.settings.clickhouse_url,
+                    url=self.settings.resolved_clickhouse_url(),
                     path=self.settings.resolved_clickhouse_path(),
                     database=self.settings.clickhouse_database,
                 )

@@ -1,6 +1,10 @@
 """Boundary's settings: environment variables prefixed ``BAML_STUDIO_BOUNDARY_``.
 
 Defaults point at the embedded stack (``./run/boundary`` under the working directory).
+
+The metastore and ClickHouse URLs are ``SecretStr``: a production URL carries its password
+(``mysql+pymysql://user:password@host/db``, ``clickhouse://user:password@host``), so no repr, dump
+or log line of the settings shows them; they are revealed only where the connection is opened.
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_RUN_DIR = Path("run")
@@ -18,8 +22,10 @@ class BoundarySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BAML_STUDIO_BOUNDARY_", extra="ignore")
 
     run_dir: Path = Field(default=DEFAULT_RUN_DIR / "boundary", description="Root for the embedded files.")
-    metastore_url: str = Field(
-        default="", description="SQLAlchemy URL; empty means SQLite at <run_dir>/metastore.sqlite3."
+    metastore_url: SecretStr = Field(
+        default=SecretStr(""),
+        description="SQLAlchemy URL (may hold a password: kept secret); empty means SQLite at "
+        "<run_dir>/metastore.sqlite3.",
     )
     control_host: str = "127.0.0.1"
     control_port: int = 8710
@@ -33,8 +39,9 @@ class BoundarySettings(BaseSettings):
         description="ES256 key that signs workload JWTs; default <tls_dir>/workload-jwt-key.pem.",
     )
     workload_jwt_ttl_seconds: int = Field(default=600, ge=30, le=3600)
-    clickhouse_url: str = Field(
-        default="", description="ClickHouse URL; empty means chdb at clickhouse_path."
+    clickhouse_url: SecretStr = Field(
+        default=SecretStr(""),
+        description="ClickHouse URL (may hold a password: kept secret); empty means chdb at clickhouse_path.",
     )
     clickhouse_path: Path | None = Field(default=None, description="chdb directory; default <run_dir>/chdb.")
     clickhouse_database: str = Field(
@@ -65,8 +72,10 @@ class BoundarySettings(BaseSettings):
     )
 
     def resolved_metastore_url(self) -> str:
-        if self.metastore_url:
-            return self.metastore_url
+        """The metastore's URL, revealed: pass it only to the engine, never to a log."""
+        url = self.metastore_url.get_secret_value()
+        if url:
+            return url
         return f"sqlite:///{(self.run_dir / 'metastore.sqlite3').resolve()}"
 
     def resolved_tls_dir(self) -> Path:
@@ -76,6 +85,10 @@ class BoundarySettings(BaseSettings):
         if self.jwt_signing_key_path is not None:
             return self.jwt_signing_key_path
         return self.resolved_tls_dir() / "workload-jwt-key.pem"
+
+    def resolved_clickhouse_url(self) -> str:
+        """The ClickHouse URL, revealed ("" for chdb): pass it only to the client, never to a log."""
+        return self.clickhouse_url.get_secret_value()
 
     def resolved_clickhouse_path(self) -> Path:
         return self.clickhouse_path if self.clickhouse_path is not None else self.run_dir / "chdb"

@@ -24,7 +24,11 @@ def test_every_process_uses_one_prefix_family() -> None:
     assert len(set(prefixes)) == len(prefixes)
 
 
-def test_defaults_point_at_the_default_embedded_stack() -> None:
+def test_defaults_point_at_the_default_embedded_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No running stack lends its values (the worker's and bridge's settings would take them).
+    monkeypatch.setenv("BAML_STUDIO_STACK_RUN_DIR", str(tmp_path / "no-stack"))
     ports = StackPorts.layout(None)
     moto = f"http://127.0.0.1:{ports.moto}"
     workload = f"https://127.0.0.1:{ports.boundary_workload}"

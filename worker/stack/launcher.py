@@ -376,6 +376,9 @@ class Launcher:
                         "BAML_STUDIO_BOUNDARY_DEV_DEPLOYMENT_ID": self.state.deployment_id or "",
                         "BAML_STUDIO_BOUNDARY_DEV_CELL": self.state.cell or "",
                     }
+                    # On disk before the worker and the bridge start: they take the identity and
+                    # the tokens from stack.json through the resolver.
+                    self._save()
                 for name in group:
                     sup.start(specs[name])
                     self.state.parts[name].status = "starting"
