@@ -49,6 +49,7 @@ from moto.server import ThreadedMotoServer  # noqa: E402
 
 from activities import contracts as c  # noqa: E402
 from activities import projection_activities  # noqa: E402
+from activities.projection.batches import build_batch_set, build_batches  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.runtime import tune_gc  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
@@ -68,9 +69,17 @@ class Timed:
         self.totals = totals
         self.cpu: dict[str, float] = cpu if cpu is not None else defaultdict(float)
         self.lock = threading.Lock()
+        self._wrapped: list[tuple[Any, str, Any]] = []
+
+    def unwrap(self) -> None:
+        """Put the original methods back (the baseline run after the measured one is not counted)."""
+        for obj, name, inner in reversed(self._wrapped):
+            setattr(obj, name, inner)
+        self._wrapped.clear()
 
     def wrap(self, obj: Any, name: str, bucket: str) -> None:
         inner = getattr(obj, name)
+        self._wrapped.append((obj, name, inner))
 
         def timed(*a: Any, **kw: Any) -> Any:
             t0 = time.perf_counter()
@@ -131,6 +140,32 @@ def print_windows(per_object: list[tuple[float, float]], start: float, window: i
         )
     (rate0, cpu0), (rate1, cpu1) = figures
     print(f"  ratio last/first: objects/s {rate1 / rate0:.2f}, CPU/object {cpu1 / cpu0:.2f}")
+
+
+def print_batch_paths(captured: list[Any], n: int) -> None:
+    """Public batches per meta object (build_batch_set) against per execution (build_batches), same run.
+
+    Both give the same batches (tests/projection/test_batch_identity.py); thread CPU, three
+    alternating rounds, the lowest of each."""
+    per_meta: list[float] = []
+    per_execution: list[float] = []
+    for _ in range(3):
+        c0 = time.thread_time()
+        for scope, generation, projections in captured:
+            build_batch_set(projections, scope, generation)
+        per_meta.append(time.thread_time() - c0)
+        c0 = time.thread_time()
+        for scope, generation, projections in captured:
+            seen: dict[tuple[str, str], Any] = {}
+            for p in projections:
+                for b in build_batches(p, scope, generation):
+                    seen.setdefault((b.header.batch_id, b.header.content_digest), b)
+        per_execution.append(time.thread_time() - c0)
+    new, old = min(per_meta), min(per_execution)
+    print(
+        f"public batches: per meta object {1000 * new / max(1, n):.3f} ms/execution,"
+        f" per execution (baseline) {1000 * old / max(1, n):.3f} ms/execution; ratio {new / old:.2f}"
+    )
 
 
 def main() -> None:
@@ -251,6 +286,7 @@ def main() -> None:
         cpu = time.process_time() - c0
         kids = {k: v - kids0.get(k, 0.0) for k, v in _children_cpu().items()}
         n = sum(outcomes.values())
+        t.unwrap()
 
         # Baseline in the same run: the same reads and row building, no Boundary, no Lance writes.
         base = ProjectionActivities(
@@ -262,6 +298,15 @@ def main() -> None:
             tenant_id=boundary.scope.tenant_id,
         )
         base._commit_lance = lambda *a, **kw: 0  # type: ignore[method-assign]
+        # The baseline's meta objects' executions, for the batch-building comparison below.
+        captured: list[Any] = []
+        send = base._send_batches
+
+        def capture(scope: Any, generation: int, projections: Any) -> int:
+            captured.append((scope, generation, projections))
+            return send(scope, generation, projections)
+
+        base._send_batches = capture  # type: ignore[method-assign]
         prof = cProfile.Profile() if args.profile else None
         t0 = time.perf_counter()
         c0 = time.process_time()
@@ -314,6 +359,7 @@ def main() -> None:
             f" -> {n / base_s:.0f} executions/s, CPU {1000 * base_cpu / max(1, n):.2f} ms/execution;"
             f" ratio full/baseline = {total / base_s:.2f}"
         )
+        print_batch_paths(captured, n)
         acts.close()
         base.close()
         client.close()
