@@ -9,8 +9,8 @@ work and older readers), ``integer`` the exact value of an integer leaf that fit
 ``bigint`` the canonical decimal text of an integer beyond int64 (any size; docs/query.md
 "Exact numbers" says how the coordinator compares them).
 
-:func:`exact_match_key` is the one definition of the key text; the query planner must build
-its lookup keys with it.
+:func:`formats.leaf_key.exact_match_key` is the one definition of the key text; the query
+coordinator builds its lookup keys with it too.
 """
 
 from __future__ import annotations
@@ -28,50 +28,15 @@ from formats import catalog, evidence, value_json
 from formats.cas import CODEC_VALUE
 from formats.errors import FormatError
 from formats.function_table import FunctionTable
+from formats.leaf_key import KEY_MAX_VALUE_CHARS, exact_match_key
 from formats.value_codec import Value, decode_value
 
-# Longer scalar texts are keyed by digest so the exact-match index stays small.
-KEY_MAX_VALUE_CHARS = 256
 # Values are immutable by CID, so their renderings are shared across executions (hot values
 # such as prompts and enums recur); only small bodies are cached to bound memory.
 RENDER_CACHE_ENTRIES = 4096
 RENDER_CACHE_MAX_BODY = 4096
 # Public calls_v1 columns copied onto each leaf row (pruning in the leaf scan, docs/query.md).
 CALL_FACTS = ("function_name", "started_at_ns", "status", "duration_ns")
-
-Scalar = str | int | float | bool | None
-
-
-def scalar_json(value: Scalar) -> str:
-    """Canonical JSON text of a scalar: integral floats as their exact integer, NaN/Infinity tagged.
-
-    Any size: a double beyond 2**53 is an integer too, so ``1e20`` and ``100000000000000000000``
-    key alike, as they compare equal (docs/query.md "Exact numbers").
-    """
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            word = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-            return json.dumps({"$float": word})
-        if value.is_integer():
-            return str(int(value))
-        return json.dumps(value)
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False)
-
-
-def exact_match_key(path_text: str, value: Scalar) -> str:
-    """The ``key`` column for a leaf at ``path_text`` holding ``value``: ``path=<canonical JSON>``.
-
-    ``args['invoice']['id'] = 'INV-1042'`` looks up ``invoice.id="INV-1042"``; a scalar whose
-    JSON text exceeds :data:`KEY_MAX_VALUE_CHARS` is keyed as ``path=#sha256:<hex>`` of that text.
-    """
-    text = scalar_json(value)
-    if len(text) > KEY_MAX_VALUE_CHARS:
-        text = "#sha256:" + hashlib.sha256(text.encode()).hexdigest()
-    return f"{path_text}={text}"
 
 
 def _leaf_key(leaf: value_json.Leaf) -> str:

@@ -33,12 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datafusion import SessionContext, SQLOptions
 
-from activities.projection.private_rows import exact_match_key
 from api.coordinator.leaf_values import PARTS_TYPE, is_exact_numeric, typed_column
 from api.coordinator.planner import PRIVATE_STATE, QueryPlan, typed_sql, with_row_limit
 from api.coordinator.private_reader import OutdatedLeafLayout, PrivateReader, pair_keys
 from formats import query_output as qo
 from formats import value_json
+from formats.leaf_key import exact_match_key
 
 _FIRST_CHUNK = 2000
 _MAX_CHUNK = 32_000

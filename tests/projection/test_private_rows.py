@@ -8,8 +8,9 @@ from projection_builders import ARGS, CHILD_OUTPUT, SECRET_ID, Lookup, execution
 
 from activities.projection.assemble import assemble_execution
 from activities.projection.model import ExecutionProjection
-from activities.projection.private_rows import CALL_FACTS, KEY_MAX_VALUE_CHARS, exact_match_key, scalar_json
+from activities.projection.private_rows import CALL_FACTS
 from formats import catalog
+from formats.leaf_key import KEY_MAX_VALUE_CHARS, exact_match_key, scalar_json
 
 
 def test_exact_match_key_is_canonical_json() -> None:
