@@ -41,8 +41,20 @@ def cli(
     )
 
 
-def start_stack(run_dir: Path, base_port: int) -> StackState:
-    result = cli("stack", "up", "--detach", "--run-dir", str(run_dir), "--base-port", str(base_port))
+def start_stack(run_dir: Path, base_port: int, timeout_s: float | None = None) -> StackState:
+    """``stack up --detach``; ``timeout_s`` is its ``--timeout`` (a restore, or a loaded machine)."""
+    extra = ["--timeout", str(timeout_s)] if timeout_s is not None else []
+    result = cli(
+        "stack",
+        "up",
+        "--detach",
+        "--run-dir",
+        str(run_dir),
+        "--base-port",
+        str(base_port),
+        *extra,
+        timeout=120 + (timeout_s or 60),
+    )
     state = load_stack_state(run_dir)
     if result.returncode != 0 or state is None:
         logs = "\n".join(f"== {p.name}\n{p.read_text()[-2000:]}" for p in sorted(run_dir.glob("**/*.log")))
