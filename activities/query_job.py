@@ -27,6 +27,7 @@ from formats.contracts.query_job import (
     QueryJobProgress,
     QueryJobResult,
 )
+from formats.query_errors import PlanError
 
 
 class QueryJobActivities:
@@ -37,7 +38,6 @@ class QueryJobActivities:
 
     @activity.defn(name=RUN_QUERY_JOB)
     def run_query_job(self, inp: QueryJobInput) -> QueryJobResult:
-        from api.coordinator.planner import PlanError
         from formats.object_keys import Scope, job_result_key
 
         scope = Scope(inp.tenant_id, inp.project_id, inp.environment_id)

@@ -35,6 +35,7 @@ from sqlglot.errors import ParseError
 
 from api.coordinator.dialect import DialectError, to_clickhouse
 from formats import catalog, value_json
+from formats.query_errors import PlanError, StatementNotAllowed, UnknownRelation, UnsupportedQuery
 
 DIALECT = "clickhouse"
 FINAL_DIALECT = "postgres"  # DataFusion reads the generic/Postgres rendering
@@ -52,31 +53,6 @@ QueryClass = Literal[
     "private_filter",
     "private_projection",
 ]
-
-
-class PlanError(Exception):
-    """The SQL cannot be planned; ``code`` is stable, ``remedy`` tells the caller what to do."""
-
-    code = "query_invalid"
-
-    def __init__(self, message: str, *, remedy: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.remedy = remedy
-        if code is not None:
-            self.code = code
-
-
-class StatementNotAllowed(PlanError):
-    code = "statement_not_allowed"
-
-
-class UnknownRelation(PlanError):
-    code = "unknown_relation"
-
-
-class UnsupportedQuery(PlanError):
-    code = "unsupported_query"
 
 
 @dataclass(frozen=True)
