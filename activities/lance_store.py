@@ -33,30 +33,14 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from activities.projection.batches import private_schema
 from api.common.aws import ObjectStoreAccess
 from formats import catalog
 from formats.deployment_settings import reveal
+from formats.lance_schemas import LEDGER, LEDGER_SCHEMA, private_schema
 from formats.object_keys import Scope, lance_dataset_key, lance_dataset_uri
 
 log = logging.getLogger("baml_studio.lance_store")
 
-LEDGER = "projected_executions"
-LEDGER_SCHEMA = pa.schema(
-    [
-        pa.field("row_id", pa.string(), nullable=False),
-        pa.field("root_id", pa.string(), nullable=False),
-        pa.field("generation", pa.int64(), nullable=False),
-        pa.field("process_euid", pa.string(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("index_state", pa.string(), nullable=False),
-        pa.field("value_state", pa.string(), nullable=False),
-        pa.field("meta_key", pa.string(), nullable=True),
-        pa.field("lance_state", pa.string(), nullable=False),
-        pa.field("committed_at_ns", pa.int64(), nullable=False),
-    ],
-    metadata={"baml.dataset": LEDGER},
-)
 
 Merge = Literal["upsert", "insert_only"]
 LOOKUP_CHUNK = 8192  # CIDs per IN filter (about 0.6 MB of filter text)

@@ -35,6 +35,7 @@ import pyarrow as pa
 from activities.projection.model import BatchHeader, ExecutionProjection, ProjectionBatch, Row
 from activities.projection.private_rows import LeafRows
 from formats import catalog
+from formats.lance_schemas import private_schema
 from formats.object_keys import Scope
 
 DEFAULT_MAX_ROWS = 100_000
@@ -376,30 +377,11 @@ def _check_schema(relation: str, version: int, schema: pa.Schema) -> None:
 # --- private (Lance) side --------------------------------------------------------------------------
 
 # Private parts of public relations: the key columns, then the catalog's private columns.
-_PRIVATE_PART_KEYS: dict[str, tuple[tuple[str, pa.DataType], ...]] = {
-    "calls_v1": (("row_id", pa.string()), ("execution_id", pa.string()), ("call_id", pa.string())),
-    "errors_v1": (("row_id", pa.string()), ("execution_id", pa.string())),
-    "function_definitions_v1": (("row_id", pa.string()), ("program_id", pa.string())),
-}
 _SORT_KEYS: dict[str, tuple[str, ...]] = {
     "values_v1": ("cid",),
     "source_files_v1": ("program_id", "file_id"),
     "cid_refs_v1": ("cid", "root_id"),
 }
-
-
-def private_schema(dataset: str, version: int = catalog.LATEST_CATALOG_VERSION) -> pa.Schema:
-    """Schema of a Lance dataset: a Lance relation's columns, or a public relation's private part."""
-    rel = catalog.relation(dataset, version)
-    if rel.storage == "lance":
-        fields = [pa.field(c.name, c.type, nullable=c.nullable) for c in rel.columns]
-    else:
-        keys = _PRIVATE_PART_KEYS.get(dataset)
-        if keys is None:
-            raise KeyError(f"{dataset} has no private part")
-        fields = [pa.field(n, t, nullable=False) for n, t in keys]
-        fields += [pa.field(c.name, c.type, nullable=True) for c in catalog.private_columns(dataset, version)]
-    return pa.schema(fields, metadata={"baml.dataset": dataset, "baml.catalog_version": str(version)})
 
 
 @lru_cache(maxsize=64)

@@ -17,12 +17,12 @@ from activities.projection.batches import (
     batch_id,
     build_batches,
     ipc_stream_bytes,
-    private_schema,
     private_tables,
     read_ipc,
 )
 from activities.projection.model import BatchHeader, ExecutionProjection, ProjectionBatch
 from formats import catalog
+from formats.lance_schemas import private_schema
 from formats.object_keys import Scope
 
 SCOPE = Scope("tenant-a", "project-b", "env-c")
