@@ -16,8 +16,9 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   activities are retried, and ``merge_insert`` on deterministic keys makes the retry idempotent).
   Leadership passes to the oldest waiter, so no caller commits others' rows forever;
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
-  more than ``max_fragments`` fragments, folds new fragments into the existing scalar indexes
-  (``optimize_indices``, so values are found by CID through the index, not by scanning), and
+  more than ``max_fragments`` fragments, creates the scalar indexes it still lacks and folds new
+  fragments into the existing ones (``optimize_indices``, so values are found by CID through the
+  index, not by scanning), and
   removes versions older than ``retain_s`` (readers bound to a version keep it that long). It runs
   on the leader's thread while it still leads, so this process never commits into a dataset it is
   compacting.
@@ -37,7 +38,7 @@ from datetime import timedelta
 import pyarrow as pa
 
 from activities.group_commit import GroupCommit
-from activities.lance_store import LanceStore, MergeResult, dataset_schema
+from activities.lance_store import LanceStore, MergeResult, create_missing_indexes, dataset_schema
 from formats.object_keys import Scope
 
 log = logging.getLogger("baml_studio.lance_committer")
@@ -105,8 +106,13 @@ class LanceCommitter:
             ds.optimize.compact_files()
             ds = self.store.open(scope, dataset)
             assert ds is not None
-            if ds.describe_indices():
-                ds.optimize.optimize_indices()
+            # A new dataset gets its lookup indexes here, with its first compaction, not an hour
+            # later from IndexAndCompact: until then every values_v1 lookup by CID and every
+            # upsert would scan all fragments (measured in bench/soak.py on a fresh stack).
+            if create_missing_indexes(ds, dataset):
+                ds = self.store.open(scope, dataset)
+                assert ds is not None
+            ds.optimize.optimize_indices()
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )

@@ -106,6 +106,26 @@ def dataset_schema(name: str) -> pa.Schema:
     return pa.schema(fields, metadata=base.metadata)
 
 
+def create_missing_indexes(ds: lance.LanceDataset, dataset: str) -> int:
+    """Create the scalar indexes ``DATASETS`` names for ``dataset`` that ``ds`` lacks; how many.
+
+    An index that exists is never rebuilt (``optimize_indices`` folds new rows into it); one of
+    another kind on the column (the spec changed) is replaced.
+    """
+    spec = DATASETS[dataset]
+    # column -> index type ("btree", "bitmap", "ngram") of the indexes the dataset has.
+    indexed = {tuple(i["fields"]): str(i["type"]).lower() for i in ds.list_indices()}
+    built = 0
+    for kinds, columns in (("BTREE", spec.btree), ("BITMAP", spec.bitmap), ("NGRAM", spec.ngram)):
+        for column in columns:
+            have = indexed.get((column,))
+            if have == kinds.lower():
+                continue
+            ds.create_scalar_index(column, index_type=kinds, replace=have is not None)  # type: ignore[arg-type]
+            built += 1
+    return built
+
+
 def ledger_row_id(generation: int, root_id: str) -> str:
     return catalog.deterministic_row_id(LEDGER, root_id, generation)
 
@@ -376,23 +396,12 @@ class LanceStore:
         since the last one, not the dataset's size. Changes no row: readers of any retained
         version see the same rows.
         """
-        spec = DATASETS.get(dataset)
-        if spec is None:
+        if dataset not in DATASETS:
             raise UnknownDataset(dataset)
         ds = self.open(scope, dataset)
         if ds is None or ds.count_rows() == 0:
             return {"indexes": 0, "compacted_fragments": 0, "removed_versions": 0}
-        built = 0
-        # column -> index type ("btree", "bitmap", "ngram") of the indexes the dataset has.
-        indexed = {tuple(i["fields"]): str(i["type"]).lower() for i in ds.list_indices()}
-        for kinds, columns in (("BTREE", spec.btree), ("BITMAP", spec.bitmap), ("NGRAM", spec.ngram)):
-            for column in columns:
-                have = indexed.get((column,))
-                if have == kinds.lower():
-                    continue
-                # Another kind on the column (the spec changed): that one is replaced.
-                ds.create_scalar_index(column, index_type=kinds, replace=have is not None)  # type: ignore[arg-type]
-                built += 1
+        built = create_missing_indexes(ds, dataset)
         ds = self.open(scope, dataset)
         assert ds is not None
         metrics = ds.optimize.compact_files()

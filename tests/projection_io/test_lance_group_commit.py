@@ -119,3 +119,21 @@ def test_fragments_stay_bounded_while_rows_arrive(tmp_path: Path) -> None:
     assert len(ds.versions()) < 12  # old versions are cleaned up at the same cadence
     keys = ds.to_table(columns=["cid"])["cid"].to_pylist()
     assert len(keys) == len(set(keys)) == 12 * 20 + 5
+
+
+def test_a_new_dataset_gets_its_lookup_indexes_with_its_first_compaction(tmp_path: Path) -> None:
+    # Lookups by key go through an index from the first compaction on, not after the hourly
+    # IndexAndCompact; later rows are folded into it at the same cadence.
+    store = LanceStore(root=tmp_path)
+    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0)
+    for i in range(6):
+        committer.merge(SCOPE, "cid_refs_v1", _refs(i))
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None and committer.stats.compactions >= 1
+    assert {tuple(i["fields"]) for i in ds.list_indices()} == {("cid",), ("root_id",)}
+    for i in range(6, 12):
+        committer.merge(SCOPE, "cid_refs_v1", _refs(i))
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None
+    stats = ds.stats.index_stats("cid_idx")
+    assert stats["num_unindexed_rows"] < ds.count_rows() // 2  # folded in, not left to scan
