@@ -79,6 +79,24 @@ So `baml-studio publish DIR` next to a running stack ships with the stack's gate
 publisher token, with no variable set. An empty variable is a value, not "unset": it is not
 replaced by the stack's.
 
+The processes use the same resolver, and none reads `stack.json` by itself: the Temporal worker
+(`BAML_STUDIO_WORKER_*`: Temporal, S3, bucket, Boundary's workload URL, TLS directory), the SQS
+bridge (`BAML_STUDIO_BRIDGE_*`, also the deployment id and cell) and the projection runtime
+(`BAML_STUDIO_PROJECTION_*`: deployment id, cell, tenant, the default project and environment the
+schedules cover, the operator token and control URL of the rebuild's generation switch, the queue
+URL of replays). The launcher passes its children their addresses as variables anyway; the state
+file serves a process started by hand next to a stack on other ports. A stack whose launcher is
+gone lends nothing, so a process started after a `kill -9` of the launcher falls back to its
+variables and defaults. Only `baml-studio demo` reads its stack's `stack.json` directly: it
+starts or finds the embedded stack itself and never runs against another deployment.
+
+A missing deployment identity is a configuration error that names the variables, never a network
+error: the SQS bridge exits 2 before any request (`configuration error: the SQS bridge needs ...
+BAML_STUDIO_BRIDGE_DEPLOYMENT_ID, BAML_STUDIO_BRIDGE_CELL unset, and no running embedded stack in
+<dir> lends them`); the Temporal worker logs the same for `BAML_STUDIO_PROJECTION_DEPLOYMENT_ID`,
+`_CELL`, `_TENANT_ID` and runs with `HealthCheck` only (so a worker without a deployment still
+answers the stack's health check). Placeholder credentials outside the stack (below) also exit 2.
+
 A missing or empty token is a configuration error: the command names the setting (flag and
 variable) and the command that prints the stack's tokens (`baml-studio stack status --show-secrets`),
 and exits 2 before any request. The publisher library itself does not stop its host for it: it logs
@@ -95,6 +113,12 @@ prefix and its last four characters (`bst_op_…a1b2`); a secret shorter than 16
 `test`) shows as `…` alone, since its last four would be all of it. `stack status --show-secrets`
 prints them in full (also with `--json`). `stack.json` itself holds them in full, mode 0600: it is
 how the commands find them. No token, key or presigned URL is written to any log.
+
+Boundary's `metastore_url` and `clickhouse_url` are `SecretStr` too: a production URL carries its
+password (docker-compose sets `mysql+pymysql://root:baml@mysql:3306/boundary` and
+`http://baml:baml-secret@clickhouse:8123/baml`), so no repr, dump or log line of
+the settings shows it; they are revealed only where the engine or client is opened
+(`resolved_metastore_url()`, `resolved_clickhouse_url()`).
 
 ## Placeholder credentials
 

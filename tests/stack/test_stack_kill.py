@@ -1,12 +1,16 @@
 """``kill -9`` of the launcher in the middle of projecting a corpus (issue 13).
 
 On a real stack: a corpus shipped through the gateway, and while the worker and the bridge are
-projecting it the launcher is killed with SIGKILL together with every part's process group (what a
-``kill -9`` of the whole tree, or the machine's OOM killer taking it all, does: no part gets to stop
-cleanly, moto's queue in memory is lost). ``stack up`` again on the same run directory and ports:
-every execution of the corpus ends projected exactly once: one ledger row per root, one root
-thread and the synthetic profiler's number of calls per execution in Boundary, nothing pending,
-nothing quarantined, no dead letter.
+projecting it the launcher is killed with SIGKILL, in two ways:
+
+- ``tree``: together with every part's process group (what a ``kill -9`` of the whole tree, or the
+  OOM killer taking it all, does: no part stops cleanly, moto's queue in memory is lost);
+- ``launcher``: alone; its parts run on, orphaned, holding the ports, and ``stack up`` stops them
+  first (worker/stack/orphans.py).
+
+``stack up`` again on the same run directory and ports: every execution of the corpus ends
+projected exactly once: one ledger row per root, one root thread and the synthetic profiler's
+number of calls per execution in Boundary, nothing pending, nothing quarantined, no dead letter.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from stack_fixtures import free_base_port, start_stack, stop_stack
 
 from activities.lance_store import LEDGER, LanceStore
@@ -62,19 +67,22 @@ def _ledger_roots(dep: Deployment, state: StackState) -> Counter[str]:
     return Counter(table["root_id"].to_pylist())
 
 
-def _kill_everything(state: StackState) -> list[int]:
-    """SIGKILL the launcher and every part's process group at once; wait until none is left."""
+def _kill(state: StackState, *, tree: bool) -> list[int]:
+    """SIGKILL the launcher, and with ``tree`` every part's process group at once; returns the
+    parts' pids once the killed processes are gone."""
     groups = [p.pid for p in state.parts.values() if p.pid]
     os.kill(state.launcher_pid, signal.SIGKILL)
-    for pgid in groups:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    killed = [state.launcher_pid]
+    if tree:
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        killed += groups
     deadline = time.monotonic() + 20
-    pids = [state.launcher_pid, *groups]
-    while any(pid_alive(p) for p in pids):
-        assert time.monotonic() < deadline, f"still alive after SIGKILL: {[p for p in pids if pid_alive(p)]}"
+    while any(pid_alive(p) for p in killed):
+        assert time.monotonic() < deadline, f"alive after SIGKILL: {[p for p in killed if pid_alive(p)]}"
         time.sleep(0.1)
-    return pids
+    return groups
 
 
 def _in(ids: set[str]) -> str:
@@ -86,8 +94,9 @@ def _per_execution(state: StackState, sql: str) -> dict[str, int]:
     return {str(r["execution_id"]): int(r["n"]) for r in rows}
 
 
+@pytest.mark.parametrize("kill", ["tree", "launcher"])
 def test_kill_9_of_the_launcher_mid_projection_then_stack_up_projects_every_execution_once(
-    tmp_path: Path,
+    tmp_path: Path, kill: str
 ) -> None:
     run_dir = tmp_path / "stack"
     base = free_base_port()
@@ -108,10 +117,13 @@ def test_kill_9_of_the_launcher_mid_projection_then_stack_up_projects_every_exec
             assert time.monotonic() < deadline, "projection did not start"
             time.sleep(0.2)
         assert done < len(ended), f"projection finished ({done}) before the kill: make the corpus larger"
-        _kill_everything(load_stack_state(run_dir) or state)
-        print(f"killed with {done} of {len(ended)} executions in the ledger")
+        parts = _kill(load_stack_state(run_dir) or state, tree=kill == "tree")
+        print(f"kill -9 ({kill}) with {done} of {len(ended)} executions in the ledger")
+        if kill == "launcher":
+            assert all(pid_alive(p) for p in parts), "the parts run on without their launcher"
 
         state = start_stack(run_dir, base, UP_TIMEOUT_S)
+        assert not any(pid_alive(p) for p in parts), "the old parts were stopped, not joined"
         dep = load_deployment(run_dir)
         deadline = time.monotonic() + 400
         while not set(ended) <= set(ledger := _ledger_roots(dep, state)):

@@ -38,6 +38,7 @@ from worker.stack.health import (
     worker_ok,
 )
 from worker.stack.object_store_setup import ObjectStoreLayout, set_up_object_store
+from worker.stack.orphans import stop_orphaned_parts
 from worker.stack.ports import StackPorts
 from worker.stack.restore import EvidenceLost, check_evidence_kept, journal_path, replay_after_restore
 from worker.stack.state import PartState, StackState, TlsPaths, load_stack_state, write_stack_state
@@ -343,6 +344,8 @@ class Launcher:
         """Start, supervise until stopped, stop. Returns the process exit code (0 stopped, 1 failed)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         check_not_running(self.run_dir)
+        # After a kill -9 of the previous launcher its parts run on, holding the ports.
+        stop_orphaned_parts(self.run_dir, self.settings.stop_timeout_s)
         check_ports_free(self.state)
         try:
             check_evidence_kept(self.run_dir)
