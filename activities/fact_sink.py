@@ -11,9 +11,11 @@ from typing import Any, Protocol
 
 from activities.group_commit import GroupCommit
 from activities.projection.model import ProjectionBatch
+from formats.batch_set_body import split_stream
 from formats.object_keys import Scope
 
-# Raw IPC bytes per set request: base64 makes it ~4/3 larger, well under Boundary's 64 MiB cap.
+# IPC bytes per set request: the binary body is at most that (a relation's schema message is sent
+# once per group), well under Boundary's 64 MiB cap (the JSON form adds a third for base64).
 SET_MAX_BYTES = 8 << 20
 SET_MAX_BATCHES = 2048
 
@@ -47,7 +49,8 @@ def chunks(
 
 class BoundaryFactSink:
     """The production sink over the workload client: one batch by PUT /projection-batches/{id},
-    many by POST /projection-batch-sets (one request per chunk, same per-batch semantics)."""
+    many by POST /projection-batch-sets in the binary encoding (one request per chunk, one Arrow
+    IPC stream per relation inside, same per-batch semantics as the PUT)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -71,8 +74,18 @@ class BoundaryFactSink:
         of that batch would have raised. A failed request raises."""
         from api.common.boundary_client import BoundaryError
 
-        out: list[Exception | None] = []
-        for part in chunks(batches):
+        out: list[Exception | None] = [None] * len(batches)
+        # A body the binary set cannot carry (not a continuation-marked IPC stream) goes by PUT.
+        alone = [i for i, b in enumerate(batches) if split_stream(b.ipc) is None]
+        for i in alone:
+            try:
+                self.put_batch(scope, batches[i])
+            except (BoundaryError, RuntimeError) as exc:
+                out[i] = exc
+        skip = set(alone)
+        rest = [i for i in range(len(batches)) if i not in skip]
+        pos = 0
+        for part in chunks([batches[i] for i in rest]):
             answer = self.client.put_projection_batch_set(
                 [(b.header.batch_id, b.header.to_wire(scope.environment_id), b.ipc) for b in part]
             )
@@ -80,18 +93,19 @@ class BoundaryFactSink:
                 raise RuntimeError("Boundary answered a batch set with another number of results")
             for batch, got in zip(part, answer.results, strict=True):
                 h = batch.header
+                error: Exception | None = None
                 if got.state is None:
-                    out.append(
-                        BoundaryError(got.status, got.problem, path=f"/projection-batch-sets#{h.batch_id}")
+                    error = BoundaryError(
+                        got.status, got.problem, path=f"/projection-batch-sets#{h.batch_id}"
                     )
                 elif (
                     got.batch_id != h.batch_id
                     or got.state.content_digest != h.content_digest
                     or got.state.generation != h.generation
                 ):
-                    out.append(RuntimeError(f"Boundary answered another state for batch {h.batch_id}"))
-                else:
-                    out.append(None)
+                    error = RuntimeError(f"Boundary answered another state for batch {h.batch_id}")
+                out[rest[pos]] = error
+                pos += 1
         return out
 
 

@@ -448,6 +448,62 @@ class ProjectionBatchSet(_Model):
     )
 
 
+BATCH_SET_MEDIA_TYPE = "application/vnd.baml.projection-batch-set"
+BATCH_SET_SCHEMA: Literal["baml-batch-set/1"] = "baml-batch-set/1"
+
+
+class BatchSetEntry(_Model):
+    """One batch of a binary set group (``formats.batch_set_body``): its identity, and ``length``,
+    the bytes of its record-batch messages in the group's Arrow IPC stream. Its PUT body (what
+    ``content_digest`` is the SHA-256 of) is the group's schema message, then those bytes, then
+    the end-of-stream marker."""
+
+    batch_id: BatchId
+    root_id: RootId
+    content_digest: Digest
+    partition: int | None = Field(default=None, ge=0)
+    row_count: int | None = Field(default=None, ge=0)
+    length: int = Field(ge=0)
+
+
+class BatchSetGroup(_Model):
+    """Batches of one relation that share one schema message, environment and generation: one
+    Arrow IPC stream (schema once, every batch's record batches, end of stream)."""
+
+    environment_id: str = Field(min_length=1, max_length=64)
+    generation: int = Field(ge=0)
+    catalog_version: int = Field(ge=1)
+    relation: str = Field(min_length=1, max_length=64)
+    schema_length: int = Field(ge=8, description="Bytes of the group stream's schema message.")
+    batches: list[BatchSetEntry] = Field(min_length=1, max_length=PROJECTION_BATCH_SET_MAX)
+
+    def headers(self, entry: BatchSetEntry) -> ProjectionBatchHeaders:
+        """The batch's identity as the PUT would carry it (already validated: no re-check)."""
+        return ProjectionBatchHeaders.model_construct(
+            generation=self.generation,
+            catalog_version=self.catalog_version,
+            relation=self.relation,
+            root_id=entry.root_id,
+            content_digest=entry.content_digest,
+            environment_id=self.environment_id,
+            partition=entry.partition,
+            row_count=entry.row_count,
+        )
+
+
+class ProjectionBatchSetManifest(_Model):
+    """The manifest of a binary ``POST /projection-batch-sets`` body (``BATCH_SET_MEDIA_TYPE``);
+    answers come in manifest order: group by group, batch by batch."""
+
+    schema_: Literal["baml-batch-set/1"] = Field(default=BATCH_SET_SCHEMA, alias="schema")
+    groups: list[BatchSetGroup] = Field(min_length=1, max_length=PROJECTION_BATCH_SET_MAX)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @property
+    def batch_count(self) -> int:
+        return sum(len(g.batches) for g in self.groups)
+
+
 class ProjectionBatchSetOutcome(_Out):
     """One batch's answer: ``status`` is the HTTP status the PUT would have answered; ``state`` when
     visible (200), ``problem`` when refused."""

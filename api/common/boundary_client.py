@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
 import pyarrow as pa
@@ -27,6 +27,7 @@ from api.common.auth import hash_token
 from api.common.request_id import REQUEST_ID_HEADER, current_request_id, new_request_id
 from api.common.workload_identity import client_ssl_context
 from formats import boundary_wire as w
+from formats.batch_set_body import encode_batch_set
 
 M = TypeVar("M", bound=BaseModel)
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
@@ -291,28 +292,50 @@ class BoundaryClient:
         )
 
     def put_projection_batch_set(
-        self, batches: Sequence[tuple[str, w.ProjectionBatchHeaders, bytes]]
+        self,
+        batches: Sequence[tuple[str, w.ProjectionBatchHeaders, bytes]],
+        *,
+        encoding: Literal["binary", "json"] = "binary",
     ) -> w.ProjectionBatchSetResult:
         """POST many batches at once (``(batch_id, headers, body)`` each): every batch is checked and
-        made visible or refused on its own, answered in order; the set as a whole is idempotent,
-        so a transient failure retries it. The caller keeps the set under the per-request limit."""
-        payload = {
-            "batches": [
-                {
-                    **headers.model_dump(exclude_none=True),
-                    "batch_id": batch_id,
-                    "body": base64.b64encode(body).decode("ascii"),
-                }
-                for batch_id, headers, body in batches
-            ]
-        }
-        return self._call(
+        made visible or refused on its own, answered in the order given; the set as a whole is
+        idempotent, so a transient failure retries it. The caller keeps the set under the
+        per-request limit. ``binary`` (the default) sends one Arrow IPC stream per relation
+        (``formats.batch_set_body``); ``json`` the base64 form."""
+        if encoding == "json":
+            payload = {
+                "batches": [
+                    {
+                        **headers.model_dump(exclude_none=True),
+                        "batch_id": batch_id,
+                        "body": base64.b64encode(body).decode("ascii"),
+                    }
+                    for batch_id, headers, body in batches
+                ]
+            }
+            return self._call(
+                w.ProjectionBatchSetResult,
+                "POST",
+                "/projection-batch-sets",
+                content=json.dumps(payload, separators=(",", ":")).encode(),
+                extra_headers={"Content-Type": "application/json"},
+            )
+        encoded = encode_batch_set(batches)
+        answer = self._call(
             w.ProjectionBatchSetResult,
             "POST",
             "/projection-batch-sets",
-            content=json.dumps(payload, separators=(",", ":")).encode(),
-            extra_headers={"Content-Type": "application/json"},
+            content=encoded.body,
+            extra_headers={"Content-Type": w.BATCH_SET_MEDIA_TYPE},
         )
+        if len(answer.results) != len(encoded.order):
+            raise RuntimeError("Boundary answered a batch set with another number of results")
+        # Answers come in manifest order (grouped by relation): back to the caller's order.
+        results: list[w.ProjectionBatchSetOutcome | None] = [None] * len(batches)
+        for result, i in zip(answer.results, encoded.order, strict=True):
+            results[i] = result
+        answer.results = [r for r in results if r is not None]
+        return answer
 
     def resident_query(
         self,

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import zstandard
 
+from formats import batch_set_body
 from formats import boundary_wire as w
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -60,6 +61,10 @@ def recorded_batches(records: Iterable[dict[str, Any]]) -> Iterator[RecordedBatc
             headers = w.ProjectionBatchHeaders.model_validate(fields)
             yield RecordedBatch(rec["path"].rsplit("/", 1)[1], headers, rec["body"])
         elif rec["method"] == "POST" and rec["path"] == "/projection-batch-sets":
+            if rec["body"].startswith(batch_set_body.MAGIC):  # the binary set the worker sends
+                for batch_id, headers, body in batch_set_body.iter_batches(rec["body"]):
+                    yield RecordedBatch(batch_id, headers, body)
+                continue
             for item in json.loads(rec["body"])["batches"]:
                 body = base64.b64decode(item.pop("body"))
                 batch_id = item.pop("batch_id")
@@ -97,6 +102,10 @@ def _open_bytes(data: bytes, out: Opened, depth: int) -> None:
     if data.startswith(_GZIP_MAGIC):
         out.decompressed += 1
         _open_bytes(gzip.decompress(data), out, depth + 1)
+        return
+    if data.startswith(batch_set_body.MAGIC):  # a binary batch set: open every batch's stream
+        for _, _, body in batch_set_body.iter_batches(data):
+            _open_bytes(body, out, depth + 1)
         return
     table = arrow_table(data)
     if table is not None:

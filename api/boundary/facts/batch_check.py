@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +33,12 @@ class BatchScope:
     project_id: str
     environment_id: str
     generation: int
+
+
+@lru_cache(maxsize=64)
+def public_schema(relation: str, version: int) -> pa.Schema:
+    """The catalog's public schema (immutable per catalog version: built once)."""
+    return catalog.public_schema(relation, version)
 
 
 def body_digest(body: bytes) -> str:
@@ -70,12 +77,13 @@ def relation_of(name: str, version: int) -> catalog.Relation:
     return rel
 
 
-def check_schema(table: pa.Table, rel: catalog.Relation, version: int) -> pa.Table:
-    """Exact public schema: reject private, unknown and missing columns and wrong types."""
-    expected = catalog.public_schema(rel.name, version)
+def check_fields(schema: pa.Schema, rel: catalog.Relation, version: int) -> pa.Schema:
+    """Exact public schema by field: reject private, unknown and missing columns and wrong types.
+    Returns the relation's public schema (the order and nullability rows are conformed to)."""
+    expected = public_schema(rel.name, version)
     visibility = {c.name: c.visibility for c in rel.columns}
     seen: set[str] = set()
-    for field in table.schema:
+    for field in schema:
         if field.name in seen:
             raise BatchRejected("column_duplicated", f"column {field.name} appears twice")
         seen.add(field.name)
@@ -94,9 +102,27 @@ def check_schema(table: pa.Table, rel: catalog.Relation, version: int) -> pa.Tab
     for want in expected:
         if want.name not in seen:
             raise BatchRejected("missing_column", f"column {want.name} of {rel.name} is missing")
+    return expected
+
+
+def check_nulls(table: pa.Table, expected: pa.Schema, rel: catalog.Relation) -> None:
+    for want in expected:
         if not want.nullable and table.column(want.name).null_count:
             raise BatchRejected("null_in_required_column", f"column {want.name} of {rel.name} has nulls")
+
+
+def conform(table: pa.Table, expected: pa.Schema) -> pa.Table:
+    """Columns in catalog order with the catalog's nullability (a no-op when already so)."""
+    if table.schema.equals(expected):
+        return table
     return table.select(expected.names).cast(expected)
+
+
+def check_schema(table: pa.Table, rel: catalog.Relation, version: int) -> pa.Table:
+    """Exact public schema (:func:`check_fields`) and no nulls in required columns."""
+    expected = check_fields(table.schema, rel, version)
+    check_nulls(table, expected, rel)
+    return conform(table, expected)
 
 
 def _only(table: pa.Table, column: str) -> list[object]:

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import clickhouse_connect
 import pyarrow as pa
@@ -73,6 +73,56 @@ class BatchIdentity:
     content_digest: str
 
 
+@dataclass(frozen=True, slots=True)
+class RowSlice:
+    """Rows ``[offset, offset + num_rows)`` of a table checked as a whole (one group of a binary
+    batch set): no pyarrow slice per batch, and adjacent winners are inserted as one slice."""
+
+    table: pa.Table
+    offset: int
+    num_rows: int
+
+
+Rows: TypeAlias = "pa.Table | RowSlice"
+Item: TypeAlias = tuple[BatchIdentity, BatchScope, Rows]
+
+
+def rows_table(parts: list[Rows]) -> pa.Table:
+    """The parts' rows as one table of one record batch (chdb's Arrow insert costs per chunk:
+    41 -> 19 ms CPU for 125 batches of calls_v1, docs/boundary-facts.md)."""
+    tables: list[pa.Table] = []
+    run: RowSlice | None = None
+    for part in parts:
+        if isinstance(part, RowSlice):
+            if run is not None and run.table is part.table and run.offset + run.num_rows == part.offset:
+                run = RowSlice(run.table, run.offset, run.num_rows + part.num_rows)
+                continue
+            if run is not None:
+                tables.append(run.table.slice(run.offset, run.num_rows))
+            run = part
+        else:
+            if run is not None:
+                tables.append(run.table.slice(run.offset, run.num_rows))
+                run = None
+            tables.append(part)
+    if run is not None:
+        tables.append(run.table.slice(run.offset, run.num_rows))
+    return pa.concat_tables(tables).combine_chunks()
+
+
+# Batch and root ids match this (formats.boundary_wire BatchId / RootId, checked at the edge);
+# checked again here, they are written into SQL as literals: clickhouse-connect's parameter
+# binding escapes strings character by character in Python, a tenth of a set's CPU.
+_SAFE_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+
+def _id_list(values: list[str]) -> str:
+    for v in values:
+        if not _SAFE_ID.fullmatch(v):
+            raise ValueError("an id outside [A-Za-z0-9._:-]{1,128} reached the fact store")
+    return "[" + ",".join(f"'{v}'" for v in values) + "]"
+
+
 @dataclass(frozen=True)
 class BatchState:
     batch_id: str
@@ -113,7 +163,7 @@ class ErasureOutcome:
 class _Pending:
     """One caller's batches waiting for a flush, and what the flush answered."""
 
-    items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
+    items: list[Item]
     result: list[BatchState | BatchRejected] | None = None
     error: BaseException | None = None
 
@@ -135,7 +185,7 @@ def _conflict(ident: BatchIdentity, scope: BatchScope) -> BatchRejected:
     )
 
 
-def _token(relation: str, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]) -> str:
+def _token(relation: str, items: list[Item]) -> str:
     return dedup_token(
         relation,
         [
@@ -258,10 +308,16 @@ class FactStore:
         return result
 
     def _erased_roots(self, scope: BatchScope, root_ids: list[str]) -> set[str]:
+        # Erasures are rare: most scopes have no tombstone, and a count needs no root list.
+        tomb = f"{self._t(ddl.TOMBSTONE_TABLE)} WHERE {self._SCOPE_SQL}"
+        if not self.client.query(
+            f"SELECT count() FROM {tomb}", parameters=self._scope_params(scope)
+        ).result_rows[0][0]:
+            return set()
         rows = self.client.query(
             f"SELECT DISTINCT root_id FROM {self._t(ddl.TOMBSTONE_TABLE)} FINAL"
-            f" WHERE {self._SCOPE_SQL} AND root_id IN {{roots:Array(String)}}",
-            parameters={**self._scope_params(scope), "roots": root_ids},
+            f" WHERE {self._SCOPE_SQL} AND root_id IN {_id_list(root_ids)}",
+            parameters=self._scope_params(scope),
         ).result_rows
         return {str(r[0]) for r in rows}
 
@@ -270,9 +326,9 @@ class FactStore:
             f"SELECT batch_id, kind, relation, content_digest, max(rows)"
             f" FROM {self._t(ddl.REGISTRY_TABLE)}"
             f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}}"
-            " AND batch_id IN {bids:Array(String)}"
+            f" AND batch_id IN {_id_list(batch_ids)}"
             " GROUP BY batch_id, kind, relation, content_digest",
-            parameters={**self._scope_params(scope), "bids": batch_ids},
+            parameters=self._scope_params(scope),
         ).result_rows
         out: dict[str, BatchMarks] = {}
         for bid, kind, rel, digest, nrows in rows:
@@ -284,9 +340,7 @@ class FactStore:
                 marks.claims.add(ident)
         return out
 
-    def _registry_rows(
-        self, kind: str, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
-    ) -> list[list[Any]]:
+    def _registry_rows(self, kind: str, items: list[Item]) -> list[list[Any]]:
         now = dt.datetime.now(dt.UTC)
         return [
             [
@@ -306,7 +360,7 @@ class FactStore:
             for ident, scope, table in items
         ]
 
-    def _insert_registry(self, kind: str, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]) -> None:
+    def _insert_registry(self, kind: str, items: list[Item]) -> None:
         if items:
             self.client.insert(
                 ddl.REGISTRY_TABLE,
@@ -315,9 +369,7 @@ class FactStore:
                 database=self.database,
             )
 
-    def ingest_many(
-        self, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
-    ) -> list[BatchState | BatchRejected]:
+    def ingest_many(self, items: list[Item]) -> list[BatchState | BatchRejected]:
         """Make checked batches visible, each with the PUT's semantics, answered per batch in order.
 
         Per batch: an erased root is refused (``root_erased``); a batch id whose rows are already
@@ -370,9 +422,7 @@ class FactStore:
         assert pending.result is not None
         return pending.result
 
-    def _flush(
-        self, items: list[tuple[BatchIdentity, BatchScope, pa.Table]]
-    ) -> list[BatchState | BatchRejected]:
+    def _flush(self, items: list[Item]) -> list[BatchState | BatchRejected]:
         out: list[BatchState | BatchRejected | None] = [None] * len(items)
         # A repeat of a batch id inside the flush follows its first occurrence.
         first: dict[tuple[BatchScope, str], int] = {}
@@ -422,7 +472,7 @@ class FactStore:
         for relation, idx in tables.items():
             self.client.insert_arrow(
                 relation,
-                pa.concat_tables([items[i][2] for i in idx]),
+                rows_table([items[i][2] for i in idx]),
                 database=self.database,
                 settings={"insert_deduplication_token": _token(relation, [items[i] for i in idx])},
             )
@@ -452,7 +502,7 @@ class FactStore:
 
     def _drop_erased_meanwhile(
         self,
-        items: list[tuple[BatchIdentity, BatchScope, pa.Table]],
+        items: list[Item],
         winners: list[int],
         out: list[BatchState | BatchRejected | None],
     ) -> list[int]:

@@ -3,17 +3,18 @@
 ``PUT /projection-batches/{batch_id}`` carries one batch: an Arrow IPC stream whose schema is
 exactly the relation's public schema, its identity in ``X-Baml-*`` headers
 (:class:`formats.boundary_wire.ProjectionBatchHeaders`). ``POST /projection-batch-sets`` carries
-many (JSON, each with the same identity fields and its body in base64): every batch goes
-through the same checks and the same store path as the PUT and is answered on its own, while
-ClickHouse sees one insert per relation per request instead of two inserts per batch.
+many, each answered on its own with the PUT's outcome, and ClickHouse sees one insert per
+relation per request instead of two inserts per batch. Two encodings of the set: binary
+(``formats.batch_set_body``: one Arrow IPC stream per relation and schema, what the worker
+sends; the schema and the scope are checked once per group, ``facts.group_check``), and JSON
+(each batch's identity fields and its body in base64, checked batch by batch like the PUT).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-import pyarrow as pa
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Header, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,14 +23,14 @@ from api.boundary.deps import BoundaryRuntime, Runtime, Workload, WorkloadCaller
 from api.boundary.facts import access
 from api.boundary.facts.batch_check import (
     BatchRejected,
-    BatchScope,
     check_digest,
     check_schema,
     check_scope,
     read_ipc,
     relation_of,
 )
-from api.boundary.facts.store import BatchIdentity, BatchState
+from api.boundary.facts.group_check import check_group
+from api.boundary.facts.store import BatchIdentity, BatchState, Item, RowSlice
 from api.common.errors import (
     ApiError,
     BadRequest,
@@ -42,6 +43,8 @@ from api.common.errors import (
 )
 from api.common.request_id import request_id_of
 from formats import boundary_wire as w
+from formats.batch_set_body import END_OF_STREAM, DecodedGroup, decode_batch_set
+from formats.errors import FormatError
 
 router = APIRouter(tags=["projection"], responses=problem_responses(400, 401, 403, 404, 409, 413))
 
@@ -72,7 +75,7 @@ def _headers_invalid(exc: ValidationError) -> BadRequest:
     return BadRequest(f"invalid batch headers: {names or 'headers'}", code="batch_headers_invalid")
 
 
-Checked = tuple[BatchIdentity, BatchScope, pa.Table]
+Checked = Item
 
 
 def check_batch(
@@ -260,6 +263,9 @@ def ingest_set(
     return w.ProjectionBatchSetResult(results=done, visible=visible, rejected=len(done) - visible)
 
 
+_SET_EXAMPLE = w.example(w.ProjectionBatchSet)
+
+
 @router.post(
     "/projection-batch-sets",
     operation_id="postProjectionBatchSet",
@@ -267,19 +273,24 @@ def ingest_set(
     openapi_extra={
         "requestBody": {
             "required": True,
-            "description": "Many projection batches; each answered on its own, in order.",
+            "description": (
+                "Many projection batches; each answered on its own, in order. Binary"
+                f" ({w.BATCH_SET_MEDIA_TYPE}, what the worker sends): magic BAMLBST1, u16 version 1,"
+                " u32 manifest length, the ProjectionBatchSetManifest JSON, then one Arrow IPC stream"
+                " per group (formats/batch_set_body.py); answers in manifest order. JSON"
+                " (application/json): ProjectionBatchSet, bodies in base64; answers in request order."
+            ),
             "content": {
+                w.BATCH_SET_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
                 "application/json": {
                     "schema": _inline_schema(w.ProjectionBatchSet),
-                    "example": w.example(w.ProjectionBatchSet),
-                }
+                    "example": _SET_EXAMPLE,
+                },
             },
         }
     },
 )
-async def post_projection_batch_set(
-    request: Request, caller: Workload, runtime: Runtime
-) -> w.ProjectionBatchSetResult:
+async def post_projection_batch_set(request: Request, caller: Workload, runtime: Runtime) -> Response:
     # The whole request is capped by the per-batch limit: the client splits larger sets.
     limit = runtime.settings.projection_batch_max_bytes
     declared = request.headers.get("content-length")
@@ -288,7 +299,11 @@ async def post_projection_batch_set(
     raw = await request.body()
     if len(raw) > limit:
         raise _too_large(limit, "batch set")
-    return await run_in_threadpool(_parse_and_ingest, runtime, caller, raw, request_id_of(request))
+    binary = request.headers.get("content-type", "").split(";")[0].strip() == w.BATCH_SET_MEDIA_TYPE
+    parse = _parse_and_ingest_binary if binary else _parse_and_ingest
+    result = await run_in_threadpool(parse, runtime, caller, raw, request_id_of(request))
+    # Built from checked values: serialised once, not validated again against the response model.
+    return Response(result.model_dump_json(), media_type="application/json")
 
 
 def _parse_and_ingest(
@@ -304,3 +319,90 @@ def _parse_and_ingest(
             remedy="Send ProjectionBatchSet JSON.",
         ) from None
     return ingest_set(runtime, caller, envelope.batches, request_id)
+
+
+def _parse_and_ingest_binary(
+    runtime: BoundaryRuntime, caller: WorkloadCaller, raw: bytes, request_id: str | None
+) -> w.ProjectionBatchSetResult:
+    try:
+        _, groups = decode_batch_set(raw)
+    except FormatError as exc:
+        raise BadRequest(
+            f"binary batch set: {exc.reason} at offset {exc.offset}: {exc.message}",
+            code="batch_set_invalid",
+            remedy=f"Send {w.BATCH_SET_MEDIA_TYPE} as formats.batch_set_body.encode_batch_set writes it.",
+        ) from None
+    return ingest_groups(runtime, caller, groups, request_id)
+
+
+def _visible(state: BatchState) -> dict[str, Any]:
+    # A dict, validated once with the whole answer: pydantic validates nested dicts in Rust,
+    # faster than building (or model_construct-ing) a model per batch.
+    return {
+        "batch_id": state.batch_id,
+        "status": 200,
+        "state": {
+            "batch_id": state.batch_id,
+            "rows": state.rows,
+            "generation": state.generation,
+            "relation": state.relation,
+            "content_digest": state.content_digest,
+        },
+    }
+
+
+def ingest_groups(
+    runtime: BoundaryRuntime, caller: WorkloadCaller, groups: list[DecodedGroup], request_id: str | None
+) -> w.ProjectionBatchSetResult:
+    """A binary set: each group checked once where the rule allows (``group_check``), each batch
+    answered with the PUT's outcome, in manifest order; one store call for all that passed."""
+    total = sum(len(d.group.batches) for d in groups)
+    outcomes: list[w.ProjectionBatchSetOutcome | dict[str, Any] | None] = [None] * total
+    checked: list[Checked] = []
+    at: list[int] = []
+    envs: dict[str, m.Environment] = {}
+    limit = runtime.settings.projection_batch_max_bytes
+    base = 0
+    for d in groups:
+        g = d.group
+        first, base = base, base + len(g.batches)
+        try:
+            env = envs.get(g.environment_id)
+            if env is None:
+                env = envs[g.environment_id] = access.own_environment(runtime, caller, g.environment_id)
+            access.writable_generation(env, g.generation)
+        except ApiError as err:
+            for k, entry in enumerate(g.batches):
+                outcomes[first + k] = _outcome_problem(entry.batch_id, err, request_id)
+            continue
+        scope = access.scope_of(env, g.generation)
+        candidates = []
+        for k, entry in enumerate(g.batches):
+            if g.schema_length + entry.length + len(END_OF_STREAM) > limit:
+                outcomes[first + k] = _outcome_problem(entry.batch_id, _too_large(limit), request_id)
+            else:
+                candidates.append(k)
+        result = check_group(d, candidates, scope)
+        for k, exc in result.rejected.items():
+            outcomes[first + k] = _outcome_problem(g.batches[k].batch_id, rejected(exc), request_id)
+        if result.table is None:
+            continue
+        for c in result.checked:
+            entry = g.batches[c.k]
+            ident = BatchIdentity(
+                entry.batch_id, g.relation, g.catalog_version, entry.root_id, entry.content_digest
+            )
+            checked.append((ident, scope, RowSlice(result.table, c.offset, c.rows)))
+            at.append(first + c.k)
+    if checked:
+        states = runtime.fact_store().ingest_many(checked)
+        for i, (ident, _, _), state in zip(at, checked, states, strict=True):
+            if isinstance(state, BatchRejected):
+                outcomes[i] = _outcome_problem(ident.batch_id, rejected(state), request_id)
+            else:
+                outcomes[i] = _visible(state)
+    done = [o for o in outcomes if o is not None]
+    visible = sum(1 for o in done if isinstance(o, dict))
+    return w.ProjectionBatchSetResult.model_validate(
+        {"results": done, "visible": visible, "rejected": len(done) - visible}
+    )

@@ -14,6 +14,7 @@ from facts_fixtures import Facts, batch_id_for, execution_facts, fact_world, mak
 
 from formats import boundary_wire as w
 from formats import catalog
+from formats.batch_set_body import encode_batch_set
 
 
 def _calls(world: World, which: str = "a", idx: int = 0, gen: int = 1) -> tuple[list[dict], str]:  # type: ignore[type-arg]
@@ -288,3 +289,142 @@ def test_batch_set_envelope_and_size_are_checked(fact_world: World) -> None:
     assert resp.status_code == 413 and resp.json()["code"] == "batch_too_large"
     no_jwt = workload_client(fact_world.runtime, fact_world.a.pki.client_cert)
     assert no_jwt.post("/projection-batch-sets", json={"batches": []}).status_code == 401
+
+
+# --- the binary encoding (formats.batch_set_body): one Arrow stream per relation -------------------
+
+
+def _post_binary(fa: Facts, batches: list[tuple[str, bytes, w.ProjectionBatchHeaders]]) -> list[dict]:  # type: ignore[type-arg]
+    """POST the batches as one binary set; the answers back in the batches' order."""
+    enc = encode_batch_set([(bid, hdr, body) for bid, body, hdr in batches])
+    resp = fa.client.post(
+        "/projection-batch-sets",
+        content=enc.body,
+        headers={**fa.h, "Content-Type": w.BATCH_SET_MEDIA_TYPE},
+    )
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    assert got["visible"] + got["rejected"] == len(batches)
+    out: list[dict] = [{}] * len(batches)  # type: ignore[type-arg]
+    for result, i in zip(got["results"], enc.order, strict=True):
+        out[i] = result
+    return out
+
+
+def _mixed_set(world: World, gen: int) -> list[tuple[str, bytes, w.ProjectionBatchHeaders]]:
+    """One of each outcome, most of them inside one calls_v1 group (same schema message)."""
+    t = world.a
+    env = t.environment_id
+
+    def calls(idx: int, which: str = "a") -> tuple[list[dict], str]:  # type: ignore[type-arg]
+        return _calls(world, which, idx, gen)
+
+    ok_rows, ok_root = calls(20)
+    ok2_rows, ok2_root = calls(21)
+    stats = execution_facts(t.tenant_id, t.project_id, env, gen, 21)["call_path_stats_v1"]
+    nul_rows, nul_root = calls(22)
+    nul_rows = [{**r, "function_name": None} if i == 1 else r for i, r in enumerate(nul_rows)]
+    other_rows, other_root = calls(23, "b")  # tenant b's scope columns, in tenant a's environment
+    dup_rows, dup_root = calls(24)
+    dup_rows = [dup_rows[0], {**dup_rows[1], "row_id": dup_rows[0]["row_id"]}, dup_rows[2]]
+    wrong_root_rows, _ = calls(25)
+    x_rows, x_schema = _with_extra_column(ok_rows, "args", pa.string())
+    b_rows, b_root = calls(26, "b")
+    out = [
+        ("ok", *make_batch("calls_v1", ok_rows, env, gen, ok_root)),
+        ("ok-stats", *make_batch("call_path_stats_v1", stats, env, gen, ok2_root)),
+        ("ok2", *make_batch("calls_v1", ok2_rows, env, gen, ok2_root)),
+        ("ok", *make_batch("calls_v1", ok_rows[:2], env, gen, ok_root)),  # a repeat, other digest
+        ("nulls", *make_batch("calls_v1", nul_rows, env, gen, nul_root)),
+        ("scope", *make_batch("calls_v1", other_rows, env, gen, other_root)),
+        ("dup-row-id", *make_batch("calls_v1", dup_rows, env, gen, dup_root)),
+        ("root", *make_batch("calls_v1", wrong_root_rows, env, gen, ok_root)),
+        ("private", *make_batch("calls_v1", x_rows, env, gen, ok_root, schema=x_schema)),
+        ("other-env", *make_batch("calls_v1", b_rows, world.b.environment_id, gen, b_root)),
+    ]
+    body, hdr = make_batch("calls_v1", ok2_rows[:1], env, gen, ok2_root)
+    out.append(("bad-digest", body, hdr.model_copy(update={"content_digest": "sha256:" + "1" * 64})))
+    out.append(("rows", body, hdr.model_copy(update={"row_count": 7})))
+    return out
+
+
+def test_binary_set_answers_each_batch_as_the_json_set_does(fact_world: World) -> None:
+    """The same set in both encodings (generation 1 as JSON, 2 as binary, so both insert fresh):
+    the same status and problem code per batch, and only the failing batches of a group refused."""
+    fa = Facts(fact_world, "a")
+    want = [
+        ("ok", 200, None), ("ok-stats", 200, None), ("ok2", 200, None),
+        ("ok", 409, "batch_digest_conflict"), ("nulls", 400, "null_in_required_column"),
+        ("scope", 403, "scope_mismatch"), ("dup-row-id", 400, "row_id_duplicated"),
+        ("root", 400, "root_mismatch"), ("private", 400, "private_column"),
+        ("other-env", 404, "environment_not_found"), ("bad-digest", 400, "content_digest_mismatch"),
+        ("rows", 400, "row_count_mismatch"),
+    ]  # fmt: skip
+    json_items = [_item(bid, body, hdr) for bid, body, hdr in _mixed_set(fact_world, 1)]
+    resp = _post_set(fa, json_items)
+    assert resp.status_code == 200, resp.text
+    by_json = [
+        (r["batch_id"], r["status"], r["problem"] and r["problem"]["code"]) for r in resp.json()["results"]
+    ]
+    binary = _post_binary(fa, _mixed_set(fact_world, 2))
+    by_binary = [(r["batch_id"], r["status"], r.get("problem") and r["problem"]["code"]) for r in binary]
+    assert by_json == want
+    assert by_binary == want
+    # Visible states carry the batch's own identity in its generation.
+    assert binary[0]["state"]["generation"] == 2 and binary[0]["state"]["rows"] == 3
+    got = read_arrow(
+        fa.query("SELECT execution_id, count() AS n FROM calls_v1 GROUP BY execution_id", generation=2)
+    )
+    ok_root, ok2_root = _calls(fact_world, idx=20, gen=2)[1], _calls(fact_world, idx=21, gen=2)[1]
+    assert dict(zip(got["execution_id"].to_pylist(), got["n"].to_pylist(), strict=True)) == {
+        ok_root: 3,
+        ok2_root: 3,
+    }
+
+
+def test_binary_set_is_idempotent_with_one_insert_per_relation(fact_world: World) -> None:
+    fa = Facts(fact_world, "a")
+    batches = []
+    for idx in range(5):
+        facts = execution_facts(fa.t.tenant_id, fa.t.project_id, fa.t.environment_id, 1, 300 + idx)
+        root = facts["calls_v1"][0]["execution_id"]
+        for rel in ("calls_v1", "threads_v1", "health_v1"):
+            batches.append(
+                (batch_id_for(rel, root), *make_batch(rel, facts[rel], fa.t.environment_id, 1, root))
+            )
+    parts_before = {t: _active_parts(fact_world, t) for t in ("calls_v1", "threads_v1", "health_v1")}
+    first = _post_binary(fa, batches)
+    assert all(r["status"] == 200 for r in first)
+    assert [r["state"]["content_digest"] for r in first] == [h.content_digest for _, _, h in batches]
+    for table, before in parts_before.items():
+        assert _active_parts(fact_world, table) - before <= 1
+    assert _physical_calls_rows(fact_world, fa.t.tenant_id) == 15
+    # Replayed: the recorded states, nothing inserted; and the PUT agrees on a batch of the set.
+    assert _post_binary(fa, batches) == first
+    assert _physical_calls_rows(fact_world, fa.t.tenant_id) == 15
+    bid, body, hdr = batches[0]
+    assert fa.put(bid, body, hdr).json() == first[0]["state"]
+
+
+def test_binary_set_framing_errors_refuse_the_request(fact_world: World) -> None:
+    fa = Facts(fact_world, "a")
+    rows, root = _calls(fact_world, idx=40)
+    body, hdr = make_batch("calls_v1", rows, fa.t.environment_id, 1, root)
+    good = encode_batch_set([("b40", hdr, body)]).body
+    binary = {**fa.h, "Content-Type": w.BATCH_SET_MEDIA_TYPE}
+    for bad in (good[:-1], b"BAMLPCK1" + good[8:], good + b"\x00", b""):
+        resp = fa.client.post("/projection-batch-sets", content=bad, headers=binary)
+        assert resp.status_code == 400 and resp.json()["code"] == "batch_set_invalid", resp.text
+    # Damaged bytes inside a group: that batch's digest no longer matches, the request is answered.
+    mangled = bytearray(good)
+    start = len(good) - len(body)  # the group stream is the body itself (one batch)
+    mangled[start + 8 : start + 16] = b"\x00" * 8
+    resp = fa.client.post("/projection-batch-sets", content=bytes(mangled), headers=binary)
+    assert resp.status_code == 200
+    assert resp.json()["results"][0]["problem"]["code"] == "content_digest_mismatch"
+    # Framed like a stream, digest right, but no Arrow schema inside: unreadable, as by the PUT.
+    junk = b"\xff\xff\xff\xff\x08\x00\x00\x00" + b"\x01" * 8 + b"\xff\xff\xff\xff\x00\x00\x00\x00"
+    jhdr = hdr.model_copy(update={"content_digest": "sha256:" + hashlib.sha256(junk).hexdigest()})
+    got = _post_binary(fa, [("b41", junk, jhdr)])
+    assert got[0]["status"] == 400 and got[0]["problem"]["code"] == "arrow_stream_invalid"
+    assert fa.put("b41", junk, jhdr).json()["code"] == "arrow_stream_invalid"
