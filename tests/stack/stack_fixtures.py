@@ -6,6 +6,8 @@ import os
 import random
 import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 from worker.stack.health import port_free
@@ -60,6 +62,37 @@ def start_stack(run_dir: Path, base_port: int, timeout_s: float | None = None) -
         logs = "\n".join(f"== {p.name}\n{p.read_text()[-2000:]}" for p in sorted(run_dir.glob("**/*.log")))
         raise AssertionError(f"stack up failed: {result.stdout}\n{result.stderr}\n{logs}")
     return state
+
+
+def ledger_roots(state: StackState) -> Counter[str]:
+    """root id -> rows of the stack's projection ledger (generation 1), duplicates kept.
+
+    The ledger is the last store a projection writes (after Boundary's facts and the Lance rows),
+    so a test that snapshots the stores waits on it, not on the facts.
+    """
+    from activities.lance_store import LEDGER, LanceStore
+    from formats.object_keys import Scope
+    from worker.cli_ops import load_deployment
+
+    assert state.tenant_id and state.project_id and state.environment_id
+    dep = load_deployment(Path(state.run_dir))
+    scope = Scope(state.tenant_id, state.project_id, state.environment_id)
+    try:
+        table = LanceStore.in_bucket(dep.bucket, dep).read(
+            scope, LEDGER, columns=["root_id"], filter="generation = 1"
+        )
+    except Exception:  # no ledger dataset before the first commit
+        return Counter()
+    return Counter(table["root_id"].to_pylist())
+
+
+def wait_for_ledger(state: StackState, count: int, timeout_s: float) -> Counter[str]:
+    """The ledger once it holds at least ``count`` roots."""
+    deadline = time.monotonic() + timeout_s
+    while len(ledger := ledger_roots(state)) < count:
+        assert time.monotonic() < deadline, f"{len(ledger)} of {count} executions in the ledger"
+        time.sleep(0.5)
+    return ledger
 
 
 def stack_pids(state: StackState) -> list[int]:

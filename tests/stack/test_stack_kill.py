@@ -20,19 +20,16 @@ import os
 import random
 import signal
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from stack_fixtures import free_base_port, start_stack, stop_stack
+from stack_fixtures import free_base_port, ledger_roots, start_stack, stop_stack
 
-from activities.lance_store import LEDGER, LanceStore
-from formats.object_keys import Scope
 from formats.synth import SynthConfig, synthesize
 from formats.synth.truth import GroundTruth
 from worker.cli_demo import run_query, ship
-from worker.cli_ops import Deployment, environment_status, load_deployment
+from worker.cli_ops import environment_status, load_deployment
 from worker.stack.state import StackState, load_stack_state, pid_alive
 
 NS_PER_S = 1_000_000_000
@@ -52,19 +49,6 @@ def _corpus(run_dir: Path, executions: int) -> tuple[Path, GroundTruth]:
         zero_unix_ns=now - 60 * NS_PER_S,
     )
     return root, synthesize(root, config)
-
-
-def _ledger_roots(dep: Deployment, state: StackState) -> Counter[str]:
-    """root id -> ledger rows (generation 1), read from the Lance dataset itself, duplicates kept."""
-    assert state.tenant_id and state.project_id and state.environment_id
-    scope = Scope(state.tenant_id, state.project_id, state.environment_id)
-    try:
-        table = LanceStore.in_bucket(dep.bucket, dep).read(
-            scope, LEDGER, columns=["root_id"], filter="generation = 1"
-        )
-    except Exception:  # the ledger dataset does not exist before the first commit
-        return Counter()
-    return Counter(table["root_id"].to_pylist())
 
 
 def _kill(state: StackState, *, tree: bool) -> list[int]:
@@ -105,13 +89,12 @@ def test_kill_9_of_the_launcher_mid_projection_then_stack_up_projects_every_exec
         root, truth = _corpus(run_dir, 160)
         ended = {e.execution_id: e for e in truth.executions if e.status not in ("abandoned", "running")}
         assert len(ended) == len(truth.executions), "the corpus has no open execution"
-        dep = load_deployment(run_dir)
         ship(state, root)
 
         # Mid-projection: some executions in the ledger, not all.
         deadline = time.monotonic() + 240
         while True:
-            done = len(set(_ledger_roots(dep, state)) & set(ended))
+            done = len(set(ledger_roots(state)) & set(ended))
             if done >= 5:
                 break
             assert time.monotonic() < deadline, "projection did not start"
@@ -126,13 +109,13 @@ def test_kill_9_of_the_launcher_mid_projection_then_stack_up_projects_every_exec
         assert not any(pid_alive(p) for p in parts), "the old parts were stopped, not joined"
         dep = load_deployment(run_dir)
         deadline = time.monotonic() + 400
-        while not set(ended) <= set(ledger := _ledger_roots(dep, state)):
+        while not set(ended) <= set(ledger := ledger_roots(state)):
             missing = len(set(ended) - set(ledger))
             assert time.monotonic() < deadline, f"{missing} of {len(ended)} executions never projected"
             time.sleep(2)
 
         # Exactly once: one ledger row per root, nothing else in the ledger.
-        ledger = _ledger_roots(dep, state)
+        ledger = ledger_roots(state)
         assert {r for r, n in ledger.items() if n != 1} == set()
         assert set(ledger) == set(ended)
         # Boundary's facts equal the ground truth: one root thread, every call, per execution.

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stack_fixtures import cli, free_base_port, start_stack, stop_stack
+from stack_fixtures import cli, free_base_port, start_stack, stop_stack, wait_for_ledger
 
 from api.common.aws import aws_client
 from worker.cli_demo import run_query, ship, wait_for_projection, write_evidence
@@ -72,6 +72,9 @@ def test_stack_down_and_up_keep_evidence_datasets_and_answers_and_new_evidence_p
         assert sample.get("invoice"), "the corpus has an invoice to look up"
         ship(state, root)
         wait_for_projection(state, streams, sample["finished"], 240)
+        # Facts show before the ledger commit that ends a projection: snapshot after it, or the
+        # stores are compared mid-write (the ledger's last version lands after the snapshot).
+        wait_for_ledger(state, sample["finished"], 60)
         sql = _queries(streams, sample)
         answers = [run_query(state, q).rows for q in sql]
         assert answers[0] and answers[1]
