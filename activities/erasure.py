@@ -27,8 +27,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.evidence_reader import EvidenceReader
-from activities.lance_store import LEDGER, LanceStore
-from api.common.boundary_client import BoundaryClient
+from api.dataplane.boundary_client import BoundaryClient
+from api.dataplane.lance_store import LEDGER, LanceStore
 from formats import meta_segment as ms
 from formats import object_keys
 from formats.contracts import ScopeRef

@@ -1,7 +1,7 @@
 """Where public fact batches go, and where the active generation comes from: Boundary's workload API.
 
 :class:`FactSink` is the narrow interface the projection activities need;
-:class:`BoundaryFactSink` implements it over :class:`api.common.boundary_client.BoundaryClient`.
+:class:`BoundaryFactSink` implements it over :class:`api.dataplane.boundary_client.BoundaryClient`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class BoundaryFactSink:
     def answers(self, scope: Scope, batches: Sequence[ProjectionBatch]) -> list[Exception | None]:
         """Send the batches in set requests; per batch, None when visible, else the error the PUT
         of that batch would have raised. A failed request raises."""
-        from api.common.boundary_client import BoundaryError
+        from api.dataplane.boundary_client import BoundaryError
 
         out: list[Exception | None] = [None] * len(batches)
         # A body the binary set cannot carry (not a continuation-marked IPC stream) goes by PUT.

@@ -38,7 +38,7 @@ from datetime import timedelta
 import pyarrow as pa
 
 from activities.group_commit import GroupCommit
-from activities.lance_store import LanceStore, MergeResult, create_missing_indexes, dataset_schema
+from api.dataplane.lance_store import LanceStore, MergeResult, create_missing_indexes, dataset_schema
 from formats.object_keys import Scope
 
 log = logging.getLogger("baml_studio.lance_committer")

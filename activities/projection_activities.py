@@ -34,13 +34,6 @@ from activities.engine_registry import EngineRegistry
 from activities.evidence_reader import EvidenceReader, already_exists
 from activities.fact_sink import FactSink
 from activities.lance_committer import LanceCommitter
-from activities.lance_store import (
-    DATASETS,
-    LEDGER,
-    LEDGER_SCHEMA,
-    LanceStore,
-    ledger_row_id,
-)
 from activities.projection.assemble import abandoned_execution, assemble_execution
 from activities.projection.batches import build_batch_set, private_tables_of
 from activities.projection.model import (
@@ -60,6 +53,13 @@ from activities.projection.walk import (
     plan_meta_walk,
 )
 from activities.settings import ProjectionSettings
+from api.dataplane.lance_store import (
+    DATASETS,
+    LEDGER,
+    LEDGER_SCHEMA,
+    LanceStore,
+    ledger_row_id,
+)
 from formats import cas, evidence, object_keys, reader_rules
 from formats import meta_segment as ms
 from formats.data_segment import DataSegment

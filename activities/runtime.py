@@ -21,10 +21,10 @@ from temporalio.exceptions import ApplicationError
 
 from activities import contracts as c
 from activities.fact_sink import fact_sink
-from activities.lance_store import LanceStore
 from activities.projection_activities import ProjectionActivities
 from activities.settings import ProjectionSettings
-from api.common.aws import object_store_client
+from api.dataplane.aws import object_store_client
+from api.dataplane.lance_store import LanceStore
 
 log = logging.getLogger("baml_studio.projection")
 
@@ -103,7 +103,7 @@ def build_projection_activities(
     ws: Any, ps: ProjectionSettings, identity: Identity
 ) -> tuple[ProjectionActivities, GenerationSwitch] | None:
     """``ws`` is a worker.settings.TemporalWorkerSettings (S3, bucket, Boundary URL, TLS dir)."""
-    from api.common.boundary_client import BoundaryClient
+    from api.dataplane.boundary_client import BoundaryClient
 
     tls = WorkloadTls.in_dir(Path(ws.tls_dir), identity.deployment_id)
     if not tls.client_cert.exists():

@@ -262,7 +262,7 @@ def wire(executions: int, meta_per_request: int) -> None:
             ]
         acts.close()
 
-        from api.common.boundary_client import BoundaryClient
+        from api.dataplane.boundary_client import BoundaryClient
 
         # A set of thousands of batches on a loaded machine can take longer than the default 10 s.
         client = BoundaryClient(

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from e2e_world import CLI, World, start_stack_here  # noqa: E402
 
-from activities.lance_store import LEDGER, LanceStore  # noqa: E402
+from api.dataplane.lance_store import LEDGER, LanceStore  # noqa: E402
 from formats.synth import LiveSynth, SynthConfig  # noqa: E402
 from publisher import Publisher, PublisherSettings  # noqa: E402
 

@@ -32,7 +32,6 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "coordinator"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "projection"))
 
-from activities.lance_store import DATASETS, LEDGER, LanceStore, ledger_row_id
 from activities.projection.batches import build_batches, read_ipc
 from api.boundary.facts.batch_check import BatchScope
 from api.boundary.facts.guard import Scope as GuardScope
@@ -45,6 +44,7 @@ from api.coordinator.private_reader import PrivateReader
 from api.coordinator.query_classes import PUBLIC_CLASSES, ClassParams, class_sql
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import DirObjects
+from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore, ledger_row_id
 from formats import query_output as qo
 from formats.object_keys import Scope
 from formats.synth import SynthConfig, synthesize

@@ -444,7 +444,7 @@ def main() -> int:
 def soak(
     args: argparse.Namespace, specs: list[StreamSpec], state: Any, world: Any, children: Children
 ) -> int:
-    from activities.lance_store import DATASETS, LEDGER, LanceStore
+    from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore
     from worker.cli_ops import quarantined_keys
     from worker.stack.state import load_stack_state
 

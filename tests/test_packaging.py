@@ -273,3 +273,13 @@ def test_dockerfile_installs_the_server_from_the_lock() -> None:
     project_install = next(i for i, s in enumerate(steps) if re.search(r"pip install --no-deps \.(\s|$)", s))
     assert lock_install < project_install, "the project must install after the pinned dependencies"
     assert any(s.startswith("COPY requirements/server.lock") for s in steps[:lock_install])
+
+
+@pytest.mark.packaging
+def test_the_cli_of_a_base_install_names_the_extras_it_needs(light_python: Path) -> None:
+    done = subprocess.run(
+        [light_python.parent / "baml-studio", "--help"], capture_output=True, text=True, env=_clean_env()
+    )
+    assert done.returncode == 1
+    assert "pip install 'baml-studio-backend[server,stack]'" in done.stderr
+    assert "Traceback" not in done.stderr

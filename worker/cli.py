@@ -7,8 +7,15 @@ Each area lives in its own module (``worker/cli_<area>.py``) exposing ``app`` (a
 from __future__ import annotations
 
 import importlib
+import sys
 
-import typer
+try:
+    import typer
+except ModuleNotFoundError:  # a base install: the publisher library without the services
+    sys.exit(
+        "baml-studio: the operator CLI needs the server extras; install them with "
+        "pip install 'baml-studio-backend[server,stack]' (the publisher library needs none)"
+    )
 
 app = typer.Typer(
     name="baml-studio",

@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from activities import contracts as c
-from api.common.aws import object_store_client
+from api.dataplane.aws import object_store_client
 from formats.deployment_settings import reveal
 from worker.bridge.accounting import Accounting, LedgerRow, MetaSummary, account
 from worker.bridge.messages import parse_message
@@ -189,7 +189,7 @@ def meta_summaries(s3: Any, bucket: str, scope: c.ScopeRef, quarantined: set[str
 
 
 def ledger_rows(dep: Deployment, scope: c.ScopeRef, generation: int) -> dict[str, LedgerRow]:
-    from activities.lance_store import LEDGER, LanceStore
+    from api.dataplane.lance_store import LEDGER, LanceStore
 
     lance = LanceStore.in_bucket(dep.bucket, dep)
     table = lance.read(

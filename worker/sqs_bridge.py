@@ -46,7 +46,7 @@ from temporalio.service import RPCError
 
 from activities import contracts as c
 from activities.settings import ProjectionSettings, get_projection_settings
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 from formats.deployment_settings import ConfigurationError, stack_run_dir
 from worker.bridge.delivery import DeliveryClock
 from worker.bridge.disposition import Disposition, ObjectResult, decide
@@ -128,7 +128,7 @@ class GenerationCache:
 def boundary_generation_lookup(identity: BridgeIdentity) -> Callable[[str], int]:
     """``environment_id -> active generation`` through the Boundary workload API (mTLS)."""
     from activities.runtime import WorkloadTls
-    from api.common.boundary_client import BoundaryClient, BoundaryError
+    from api.dataplane.boundary_client import BoundaryClient, BoundaryError
 
     tls = WorkloadTls.in_dir(identity.tls_dir, identity.deployment_id)
     client = BoundaryClient(identity.workload_url, tls, identity.deployment_id, identity.cell)

@@ -3,7 +3,7 @@
 Binding: :meth:`PrivateReader.bind` opens each dataset once at its latest committed version; the
 projector commits the ``projected_executions`` ledger last, so an execution with a ledger row at
 the bound ledger version has all of its private rows in the bound versions of the other datasets
-(activities/lance_store.py). The ledger version is the snapshot's ``lance_version``; an execution
+(api/dataplane/lance_store.py). The ledger version is the snapshot's ``lance_version``; an execution
 without a ledger row is *pending* for this query, whatever the other datasets hold.
 
 Every read counts the Arrow bytes it returned (``private_bytes_read``, the budget's private bytes).
@@ -21,10 +21,10 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from activities.lance_store import LEDGER, LanceStore
 from api.coordinator.leaf_values import PARTS
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import ObjectSource, ValueReader
+from api.dataplane.lance_store import LEDGER, LanceStore
 from formats.object_keys import Scope
 
 T = TypeVar("T")

@@ -21,9 +21,6 @@ import pyarrow as pa
 from cryptography import x509
 from pydantic import ValidationError
 
-from activities.lance_store import LanceStore
-from api.common.aws import object_store_client
-from api.common.boundary_client import BoundaryClient, BoundaryError
 from api.common.errors import ServiceUnavailable
 from api.common.workload_identity import names_in_cert
 from api.coordinator.executor import Budget, QueryFailed, QueryRun
@@ -32,6 +29,9 @@ from api.coordinator.private_reader import PrivateReader
 from api.coordinator.settings import CoordinatorSettings
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import DirObjects, ObjectSource, S3Objects
+from api.dataplane.aws import object_store_client
+from api.dataplane.boundary_client import BoundaryClient, BoundaryError
+from api.dataplane.lance_store import LanceStore
 from formats import boundary_wire as w
 from formats import query_output as qo
 from formats.object_keys import Scope

@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from api.common.auth import bearer_token, user_token_scope
-from api.common.boundary_client import BoundaryError
 from api.coordinator.runtime import BOUNDARY_FAILURES, BoundaryUnavailable, CoordinatorRuntime
+from api.dataplane.boundary_client import BoundaryError
 from formats.object_keys import Scope
 
 _log = logging.getLogger("baml_studio.coordinator")

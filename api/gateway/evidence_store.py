@@ -23,8 +23,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from api.common.aws import aws_client
 from api.common.errors import ServiceUnavailable
+from api.dataplane.aws import aws_client
 from api.gateway.object_plan import StoredObject, full_object_sha256
 from api.gateway.settings import GatewaySettings
 from formats import upload_wire as uw

@@ -24,9 +24,9 @@ from cryptography import x509
 from pydantic import ValidationError
 
 from api.common.auth import TokenKind
-from api.common.boundary_client import BoundaryClient, BoundaryError
 from api.common.errors import Conflict, Forbidden, ServiceUnavailable, Unauthenticated
 from api.common.workload_identity import names_in_cert
+from api.dataplane.boundary_client import BoundaryClient, BoundaryError
 from api.gateway.settings import GatewaySettings
 from formats import object_keys as keys
 from formats import upload_wire as uw

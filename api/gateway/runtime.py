@@ -12,7 +12,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from api.common.boundary_client import BoundaryClient
+from api.dataplane.boundary_client import BoundaryClient
 from api.gateway.evidence_store import EvidenceStore
 from api.gateway.publisher_auth import BoundaryUnavailable, build_boundary_client, fetch_config
 from api.gateway.rate_limit import TokenBucketLimiter

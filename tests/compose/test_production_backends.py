@@ -58,7 +58,7 @@ def test_minio_versioned_bucket_and_create_only_put() -> None:
     from botocore.exceptions import ClientError
     from testcontainers.minio import MinioContainer
 
-    from api.common.aws import aws_client
+    from api.dataplane.aws import aws_client
 
     with MinioContainer("minio/minio:RELEASE.2024-10-13T13-34-11Z") as minio:
         config = minio.get_config()

@@ -15,15 +15,15 @@ from coordinator_corpus import Projected, commit_private, project_profile, publi
 from coordinator_world import STUDIO_ORIGIN, BoundaryServer, Corpus
 from fastapi.testclient import TestClient
 
-from activities.lance_store import LanceStore
 from api.boundary.__main__ import server_configs
 from api.boundary.bootstrap import bootstrap_development
 from api.boundary.settings import BoundarySettings
-from api.common.boundary_client import BoundaryClient
 from api.common.workload_identity import ensure_dev_pki
 from api.coordinator.app import create_app
 from api.coordinator.runtime import CoordinatorRuntime
 from api.coordinator.settings import CoordinatorSettings
+from api.dataplane.boundary_client import BoundaryClient
+from api.dataplane.lance_store import LanceStore
 from formats.synth import SynthConfig, synthesize
 
 CORPUS_CONFIG = SynthConfig(

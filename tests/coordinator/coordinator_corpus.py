@@ -1,7 +1,7 @@
 """A projected synthetic corpus for coordinator tests and the query benchmark.
 
 Public facts go to a real Boundary over its workload API (``PUT /projection-batches``, chdb
-behind it); private rows go to Lance through :class:`activities.lance_store.LanceStore`, the
+behind it); private rows go to Lance through :class:`api.dataplane.lance_store.LanceStore`, the
 ledger last, as the projection activities commit them. Executions listed in ``pending`` get
 their public facts only: their private rows are not in Lance yet.
 """
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from activities.lance_store import DATASETS, LEDGER, LEDGER_SCHEMA, LanceStore, ledger_row_id
 from activities.projection.assemble import assemble_execution
 from activities.projection.batches import build_batches, private_tables
 from activities.projection.model import ExecutionProjection, ProjectionBatch
-from api.common.boundary_client import BoundaryClient
+from api.dataplane.boundary_client import BoundaryClient
+from api.dataplane.lance_store import DATASETS, LEDGER, LEDGER_SCHEMA, LanceStore, ledger_row_id
 from formats import boundary_wire as w
 from formats import cas, zstd_frame
 from formats.object_keys import Scope, large_value_key

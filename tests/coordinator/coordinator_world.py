@@ -8,10 +8,10 @@ from pathlib import Path
 
 from coordinator_corpus import Projected
 
-from activities.lance_store import LanceStore
 from api.boundary.bootstrap import DevBootstrap
-from api.common.boundary_client import BoundaryClient
 from api.common.workload_identity import DevPki
+from api.dataplane.boundary_client import BoundaryClient
+from api.dataplane.lance_store import LanceStore
 from formats.object_keys import Scope
 from formats.synth import GroundTruth
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from coordinator_corpus import commit_private, publish_public
 from coordinator_world import BoundaryServer
 
-from activities.lance_store import LanceStore
 from activities.projection.assemble import assemble_execution
 from activities.projection.model import DataRead, ExecutionInput, ExecutionProjection, ResolvedValue
 from activities.projection.walk import find_root_context, plan_meta_walk
 from api.boundary.metastore import Metastore
 from api.common.auth import Permission, TokenKind
+from api.dataplane.lance_store import LanceStore
 from formats import evidence as ev
 from formats import value_codec as vc
 from formats.cas import CODEC_VALUE, value_cid

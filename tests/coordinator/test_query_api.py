@@ -7,8 +7,8 @@ from coordinator_corpus import commit_private
 from coordinator_world import STUDIO_ORIGIN, BoundaryServer, Corpus
 from fastapi.testclient import TestClient
 
-from activities.lance_store import LanceStore
 from api.coordinator.private_reader import PrivateReader
+from api.dataplane.lance_store import LanceStore
 from formats import query_output as qo
 
 PUBLIC = "SELECT function_name, count() AS n FROM calls_v1 GROUP BY function_name ORDER BY function_name"

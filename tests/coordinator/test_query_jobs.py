@@ -22,9 +22,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.query_job import QueryJobActivities
-from api.common.boundary_client import BoundaryClient
 from api.coordinator.app import create_app
 from api.coordinator.runtime import CoordinatorRuntime
+from api.dataplane.boundary_client import BoundaryClient
 from formats import query_output as qo
 from workflows.query_job import QueryJobWorkflow
 

@@ -30,7 +30,7 @@ from bucket_corpus import Uploaded, build_objects, upload  # noqa: E402
 from stack_fixtures import free_base_port  # noqa: E402
 
 from activities.runtime import WorkloadTls  # noqa: E402
-from api.common.boundary_client import BoundaryClient  # noqa: E402
+from api.dataplane.boundary_client import BoundaryClient  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402

@@ -23,8 +23,8 @@ import httpx
 import pytest
 from e2e_world import Corpus, World, wait_for
 
-from activities.lance_store import DATASETS, LanceStore, dataset_schema
 from api.boundary.facts.ddl import EXECUTION_RELATIONS
+from api.dataplane.lance_store import DATASETS, LanceStore, dataset_schema
 from formats import object_keys
 
 pytestmark = pytest.mark.stack

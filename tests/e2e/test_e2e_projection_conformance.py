@@ -39,7 +39,7 @@ from temporalio.client import Client
 
 from activities import contracts as c
 from api.boundary.recording import read_records
-from api.common.boundary_client import BoundaryError
+from api.dataplane.boundary_client import BoundaryError
 from formats import cas
 from formats.synth.config import SynthConfig
 from formats.synth.generator import synthesize

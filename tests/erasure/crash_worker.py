@@ -17,9 +17,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.erasure import ErasureActivities
-from activities.lance_store import LanceStore
 from activities.runtime import WorkloadTls
-from api.common.boundary_client import BoundaryClient
+from api.dataplane.boundary_client import BoundaryClient
+from api.dataplane.lance_store import LanceStore
 from workflows.erasure import ErasureWorkflow
 
 

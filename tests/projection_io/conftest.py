@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 from activities.fact_sink import fact_sink  # noqa: E402
-from activities.lance_store import LanceStore  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.runtime import WorkloadTls  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
-from api.common.boundary_client import BoundaryClient  # noqa: E402
+from api.dataplane.boundary_client import BoundaryClient  # noqa: E402
+from api.dataplane.lance_store import LanceStore  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from conftest import Moto, make_activities, make_lance
 from activities import contracts as c
 from activities.runtime import WorkloadTls
 from activities.settings import ProjectionSettings
-from api.common.boundary_client import BoundaryClient
+from api.dataplane.boundary_client import BoundaryClient
 
 
 class _Count(logging.Handler):

@@ -15,7 +15,7 @@ from corpus import root_rows_in_clickhouse
 from streams import build_stream, upload
 
 from activities import contracts as c
-from activities.lance_store import LEDGER
+from api.dataplane.lance_store import LEDGER
 
 
 class CommitterCrash(RuntimeError):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from activities.lance_store import DATASETS, LanceStore, dataset_schema
+from api.dataplane.lance_store import DATASETS, LanceStore, dataset_schema
 from formats.object_keys import Scope
 
 SCOPE = Scope("ten_a", "prj_a", "env_a")

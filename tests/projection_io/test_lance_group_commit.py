@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from activities.lance_committer import LanceCommitter
-from activities.lance_store import LanceStore, MergeResult, dataset_schema
+from api.dataplane.lance_store import LanceStore, MergeResult, dataset_schema
 from formats.object_keys import Scope
 
 SCOPE = Scope("ten_a", "prj_a", "env_a")

@@ -13,9 +13,9 @@ from streams import Stream, build_stream, upload
 
 from activities import contracts as c
 from activities.engine_registry import decode_entry
-from activities.lance_store import LEDGER
 from activities.projection.model import ENGINE_NOT_REGISTERED
 from activities.settings import ProjectionSettings
+from api.dataplane.lance_store import LEDGER
 from formats import object_keys
 from formats import reader_rules as rr
 

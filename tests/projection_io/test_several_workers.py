@@ -38,7 +38,7 @@ from conftest import ROOT, BoundaryProc, Moto, make_activities, make_lance
 from corpus import Corpus, make_corpus
 
 from activities import contracts as c
-from activities.lance_store import DATASETS, LEDGER, LanceStore
+from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore
 from formats.object_keys import Scope
 
 CHILD = Path(__file__).with_name("several_workers_child.py")

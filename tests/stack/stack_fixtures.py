@@ -70,7 +70,7 @@ def ledger_roots(state: StackState) -> Counter[str]:
     The ledger is the last store a projection writes (after Boundary's facts and the Lance rows),
     so a test that snapshots the stores waits on it, not on the facts.
     """
-    from activities.lance_store import LEDGER, LanceStore
+    from api.dataplane.lance_store import LEDGER, LanceStore
     from formats.object_keys import Scope
     from worker.cli_ops import load_deployment
 

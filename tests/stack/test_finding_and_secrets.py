@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from stack_fixtures import CLI, free_base_port, stack_pids, start_stack, stop_stack
 
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 from formats.deployment_settings import mask_secret
 from formats.synth import SynthConfig, synthesize
 from publisher import Publisher, PublisherSettings

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from moto.server import ThreadedMotoServer
 from stack_fixtures import free_base_port
 
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 from worker.stack.minio_relay import RelaySettings, create_app
 
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from stack_fixtures import cli, free_base_port, stack_pids, start_stack, stop_stack
 
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 from worker.stack.health import run_health_workflow
 from worker.stack.state import StackState, load_stack_state, pid_alive
 from worker.stack.supervisor import signal_group

@@ -18,7 +18,7 @@ from typing import Any
 
 from stack_fixtures import cli, free_base_port, start_stack, stop_stack, wait_for_ledger
 
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 from worker.cli_demo import run_query, ship, wait_for_projection, write_evidence
 from worker.stack.state import StackState, load_stack_state
 

@@ -14,7 +14,7 @@ import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 from temporalio.client import Client
 
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 from worker.bridge import delivery
 from worker.stack.health_workflow import HealthCheckInput, HealthCheckResult, HealthCheckWorkflow
 

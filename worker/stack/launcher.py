@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 from worker.bridge.delivery import DEFAULT_STALL_AFTER_S
 from worker.settings import StackSettings
 from worker.stack.health import (

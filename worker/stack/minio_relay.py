@@ -17,7 +17,7 @@ from fastapi import FastAPI, HTTPException, Request
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from api.common.aws import aws_client
+from api.dataplane.aws import aws_client
 
 
 class RelaySettings(BaseSettings):

@@ -19,8 +19,8 @@ from api.boundary.__main__ import server_configs
 from api.boundary.bootstrap import DevBootstrap, bootstrap_development
 from api.boundary.control_client import ControlApiError, ControlClient
 from api.boundary.settings import BoundarySettings
-from api.common.boundary_client import BoundaryClient, BoundaryError
 from api.common.workload_identity import DevPki, ensure_dev_pki
+from api.dataplane.boundary_client import BoundaryClient, BoundaryError
 from formats import boundary_wire as w
 
 

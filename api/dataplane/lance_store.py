@@ -33,7 +33,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from api.common.aws import ObjectStoreAccess
+from api.dataplane.aws import ObjectStoreAccess
 from formats import catalog
 from formats.deployment_settings import reveal
 from formats.lance_schemas import LEDGER, LEDGER_SCHEMA, private_schema
