@@ -19,12 +19,12 @@ from pydantic import SecretStr
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import contracts as c
 from activities.fact_sink import fact_sink
 from activities.projection_activities import ProjectionActivities
 from activities.settings import ProjectionSettings
 from api.dataplane.aws import object_store_client
 from api.dataplane.lance_store import LanceStore
+from formats.contracts import projection as c
 
 log = logging.getLogger("baml_studio.projection")
 

@@ -212,10 +212,10 @@ def wire(executions: int, meta_per_request: int) -> None:
     from bucket_corpus import build_objects, upload
     from moto.server import ThreadedMotoServer
 
-    from activities import contracts as c
     from activities.fact_sink import BoundaryFactSink
     from activities.projection_activities import ProjectionActivities
     from activities.settings import ProjectionSettings
+    from formats.contracts import projection as c
     from formats.synth.config import SynthConfig
     from formats.synth.generator import synthesize
 

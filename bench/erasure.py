@@ -51,12 +51,12 @@ from temporalio import activity  # noqa: E402
 from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities import contracts as c  # noqa: E402
 from activities.erasure import ErasureActivities  # noqa: E402
 from api.dataplane.boundary_client import BoundaryClient  # noqa: E402
 from api.dataplane.lance_store import LEDGER, LanceStore  # noqa: E402
 from formats import object_keys  # noqa: E402
 from formats.contracts import erasure as e  # noqa: E402
+from formats.contracts import projection as c  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
 from formats.synth.config import DEFAULT_ZERO_UNIX_NS, NS_PER_S, SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402

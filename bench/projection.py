@@ -47,12 +47,13 @@ import conftest as fx  # noqa: E402
 from bucket_corpus import build_objects, upload  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
-from activities import contracts as c  # noqa: E402
 from activities import projection_activities  # noqa: E402
+from activities.maintenance_activities import MaintenanceActivities  # noqa: E402
 from activities.projection.batches import build_batch_set, build_batches  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.runtime import tune_gc  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
+from formats.contracts import projection as c  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402
 
@@ -259,7 +260,7 @@ def main() -> None:
         if args.index:
             # Steady state: the IndexAndCompact schedule has indexed values_v1 (BTREE on cid).
             sc = boundary.scope
-            acts.index_and_compact(
+            MaintenanceActivities(acts).index_and_compact(
                 c.IndexInput(c.ScopeRef(sc.tenant_id, sc.project_id, sc.environment_id), ("values_v1",))
             )
         merges.clear()

@@ -63,7 +63,7 @@ async def workflow_detail(world: World) -> dict[str, tuple[float, float, int]]:
     from temporalio.api.enums.v1 import EventType
     from temporalio.client import Client
 
-    from workflows import ids
+    from formats.contracts import ids
 
     client = await Client.connect(world.state.temporal_address, namespace=world.state.temporal_namespace)
     out: dict[str, tuple[float, float, int]] = {}

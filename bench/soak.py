@@ -308,14 +308,14 @@ class Temporal:
         self.client = self.loop.run_until_complete(Client.connect(address, namespace=namespace))
 
     def count(self, status: str) -> int:
-        from workflows import ids
+        from formats.contracts import ids
 
         q = f"WorkflowType = '{ids.PROJECT_META}' AND ExecutionStatus = '{status}'"
         return int(self.loop.run_until_complete(self.client.count_workflows(q)).count)
 
     def trigger_index(self, tenant_id: str, project_id: str, environment_id: str) -> None:
         """Run the environment's IndexAndCompact schedule once now (as a tick of it would)."""
-        from workflows import ids
+        from formats.contracts import ids
 
         handle = self.client.get_schedule_handle(ids.index_schedule_id(tenant_id, project_id, environment_id))
         self.loop.run_until_complete(handle.trigger())

@@ -27,8 +27,9 @@ from rich.table import Table
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-from activities import contracts as c
 from api.dataplane.aws import object_store_client
+from formats.contracts import ids
+from formats.contracts import projection as c
 from formats.deployment_settings import reveal
 from worker.bridge.accounting import Accounting, LedgerRow, MetaSummary, account
 from worker.bridge.messages import parse_message
@@ -36,7 +37,6 @@ from worker.bridge.routing import kind_of
 from worker.cli_control import EXIT_CONFIGURATION
 from worker.settings import OpsCliSettings
 from worker.stack.state import resolve_run_dir
-from workflows import ids
 
 RunDir = Annotated[
     Path | None,

@@ -2,7 +2,7 @@
 
 It long-polls the projection queue and handles several messages at once (asyncio; boto3 calls
 run on threads). For each object a message names (worker/bridge/messages.py) it starts the
-workflow with the deterministic ID from workflows/ids.py (worker/bridge/routing.py): a running
+workflow with the deterministic ID from formats/contracts/ids.py (worker/bridge/routing.py): a running
 run is attached (``USE_EXISTING``); a run that completed is never repeated
 (``ALLOW_DUPLICATE_FAILED_ONLY`` raises WorkflowAlreadyStartedError, and the bridge then waits
 on the existing run's result by ID); only a failed, timed-out or terminated run may be started
@@ -44,9 +44,9 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from activities import contracts as c
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.dataplane.aws import aws_client
+from formats.contracts import projection as c
 from formats.deployment_settings import ConfigurationError, stack_run_dir
 from worker.bridge.delivery import DeliveryClock
 from worker.bridge.disposition import Disposition, ObjectResult, decide

@@ -38,14 +38,15 @@ from temporalio.client import (
 )
 from temporalio.worker import Worker
 
-from activities import contracts as c
 from activities.erasure import ErasureActivities
+from activities.maintenance_activities import MaintenanceActivities
 from activities.runtime import Identity, build_projection_activities, tune_gc
 from activities.settings import ProjectionSettings, get_projection_settings
+from formats.contracts import ids
+from formats.contracts import projection as c
 from formats.deployment_settings import ConfigurationError, reveal, stack_run_dir
 from worker.settings import TemporalWorkerSettings, get_worker_settings
 from worker.stack.health_workflow import HealthCheckWorkflow, health_check_activity
-from workflows import ids
 from workflows.erasure import ErasureWorkflow
 from workflows.maintenance import WORKFLOWS, IndexAndCompactWorkflow, SweepWorkflow
 from workflows.query_job import QueryJobWorkflow
@@ -194,7 +195,7 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
         log.warning("%s", missing_identity_message(ps))
     if built is not None and identity is not None:
         acts, switch = built
-        projection = [*acts.activities(), switch.switch_generation]
+        projection = [*acts.activities(), *MaintenanceActivities(acts).activities(), switch.switch_generation]
         # Erasures share the projection's clients (docs/erasure.md).
         projection += ErasureActivities(
             s3=acts.s3,

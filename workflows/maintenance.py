@@ -27,8 +27,11 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities import contracts as c
-    from workflows import ids
+    from activities.maintenance_activities import MaintenanceActivities as M
+    from activities.projection_activities import ProjectionActivities as A
+    from activities.runtime import GenerationSwitch
+    from formats.contracts import ids
+    from formats.contracts import projection as c
     from workflows.history_bound import bounded_history, history_full
     from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
 
@@ -41,10 +44,9 @@ _LONG = timedelta(minutes=30)
 class SweepWorkflow:
     @workflow.run
     async def run(self, inp: c.SweepInput) -> c.SweepResult:
-        return await workflow.execute_activity(
-            "sweep",
+        return await workflow.execute_activity_method(
+            M.sweep,
             inp,
-            result_type=c.SweepResult,
             start_to_close_timeout=_LONG,
             heartbeat_timeout=timedelta(minutes=5),
             retry_policy=_RETRY,
@@ -55,10 +57,9 @@ class SweepWorkflow:
 class IndexAndCompactWorkflow:
     @workflow.run
     async def run(self, inp: c.IndexInput) -> c.IndexResult:
-        return await workflow.execute_activity(
-            "index_and_compact",
+        return await workflow.execute_activity_method(
+            M.index_and_compact,
             inp,
-            result_type=c.IndexResult,
             start_to_close_timeout=timedelta(hours=2),
             heartbeat_timeout=timedelta(minutes=30),
             retry_policy=_RETRY,
@@ -66,20 +67,18 @@ class IndexAndCompactWorkflow:
 
 
 async def _active_generation(environment_id: str) -> int:
-    return await workflow.execute_activity(
-        "active_generation",
+    return await workflow.execute_activity_method(
+        A.active_generation,
         c.ActiveGenerationInput(environment_id),
-        result_type=int,
         start_to_close_timeout=timedelta(seconds=30),
         retry_policy=_RETRY,
     )
 
 
 async def _scan(inp: c.ReplayScanInput) -> c.ReplayScanResult:
-    return await workflow.execute_activity(
-        "replay_scan",
+    return await workflow.execute_activity_method(
+        M.replay_scan,
         inp,
-        result_type=c.ReplayScanResult,
         start_to_close_timeout=_LONG,
         retry_policy=_RETRY,
     )
@@ -111,10 +110,9 @@ class ReplayWorkflow:
             # Packs first: their values are what pending executions wait for.
             keys = page.missing_pack_keys + page.missing_meta_keys
             if keys:
-                await workflow.execute_activity(
-                    "enqueue_replay",
+                await workflow.execute_activity_method(
+                    M.enqueue_replay,
                     c.EnqueueInput(keys),
-                    result_type=c.EnqueueResult,
                     start_to_close_timeout=timedelta(minutes=5),
                     retry_policy=_RETRY,
                 )
@@ -210,10 +208,9 @@ class RebuildWorkflow:
                 workflow.continue_as_new(replace(inp, cursor=cursor, carried=self._progress))
         switched = False
         if inp.switch and not_done == 0:
-            result = await workflow.execute_activity(
-                "switch_generation",
+            result = await workflow.execute_activity_method(
+                GenerationSwitch.switch_generation,
                 c.SwitchGenerationInput(inp.scope.environment_id, target),
-                result_type=c.SwitchGenerationResult,
                 start_to_close_timeout=timedelta(minutes=1),
                 retry_policy=_RETRY,
             )

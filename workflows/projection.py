@@ -26,8 +26,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import contracts as c
-    from workflows import ids
+    from activities.projection_activities import ProjectionActivities as A
+    from formats.contracts import ids
+    from formats.contracts import projection as c
     from workflows.history_bound import bounded_history, history_full
 
 _RETRY = RetryPolicy(
@@ -47,10 +48,9 @@ def _quarantine_reason(err: ActivityError) -> str | None:
 
 
 async def _quarantine(key: str, reason: str) -> None:
-    await workflow.execute_activity(
-        "quarantine_object",
+    await workflow.execute_activity_method(
+        A.quarantine_object,
         c.QuarantineInput(key, reason),
-        result_type=c.QuarantineResult,
         start_to_close_timeout=_SHORT,
         retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
     )
@@ -72,10 +72,9 @@ class ProjectMetaObjectWorkflow:
         return list(self._outcomes.values())
 
     async def _project(self, inp: c.ProjectMetaWorkflowInput, only: tuple[str, ...]) -> c.ProjectMetaResult:
-        return await workflow.execute_activity(
-            "project_meta_object",
+        return await workflow.execute_activity_method(
+            A.project_meta_object,
             c.ProjectMetaInput(inp.key, inp.generation, only),
-            result_type=c.ProjectMetaResult,
             start_to_close_timeout=timedelta(seconds=inp.activity_timeout_s),
             heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout_s),
             retry_policy=_RETRY,
@@ -159,10 +158,9 @@ class IngestValuePackWorkflow:
     @workflow.run
     async def run(self, inp: c.PackWorkflowInput) -> c.WorkflowOutcomes:
         try:
-            await workflow.execute_activity(
-                "ingest_pack",
+            await workflow.execute_activity_method(
+                A.ingest_pack,
                 c.IngestPackInput(inp.key),
-                result_type=c.IngestPackResult,
                 start_to_close_timeout=timedelta(seconds=inp.activity_timeout_s),
                 heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout_s),
                 retry_policy=_RETRY,

@@ -62,6 +62,11 @@ class DatasetSpec:
 
 # Lance datasets the projector writes, in commit order: the ledger is last, so a ledger row
 # means every other dataset already holds the execution's rows.
+#
+# No upsert dataset indexes its key: with a BTREE on the key column, pylance 14's merge_insert with
+# ``when_matched_update_all`` refuses every later upsert ("Primary key column ... must not be
+# nullable", tests/projection_io/test_index_maintenance.py). Insert-only datasets keep theirs
+# (values_v1 is looked up by CID through it).
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
@@ -70,18 +75,16 @@ DATASETS: dict[str, DatasetSpec] = {
             "value_leaves_v1",
             ("row_id",),
             "upsert",
-            btree=("row_id", "execution_id", "call_id", "key"),
+            btree=("execution_id", "call_id", "key"),
             bitmap=("role", "path"),
             ngram=("string",),
         ),
-        DatasetSpec("calls_v1", ("row_id",), "upsert", btree=("row_id", "execution_id", "call_id")),
-        DatasetSpec("errors_v1", ("row_id",), "upsert", btree=("row_id", "execution_id")),
-        DatasetSpec(
-            "function_definitions_v1", ("row_id",), "upsert", btree=("row_id",), bitmap=("program_id",)
-        ),
+        DatasetSpec("calls_v1", ("row_id",), "upsert", btree=("execution_id", "call_id")),
+        DatasetSpec("errors_v1", ("row_id",), "upsert", btree=("execution_id",)),
+        DatasetSpec("function_definitions_v1", ("row_id",), "upsert", bitmap=("program_id",)),
         DatasetSpec("source_files_v1", ("program_id", "file_id"), "upsert", bitmap=("program_id",)),
         DatasetSpec("cid_refs_v1", ("cid", "root_id"), "insert_only", btree=("cid", "root_id")),
-        DatasetSpec(LEDGER, ("row_id",), "upsert", btree=("row_id", "root_id"), bitmap=("generation",)),
+        DatasetSpec(LEDGER, ("row_id",), "upsert", btree=("root_id",), bitmap=("generation",)),
     )
 }
 
@@ -115,6 +118,12 @@ def create_missing_indexes(ds: lance.LanceDataset, dataset: str) -> int:
     spec = DATASETS[dataset]
     # column -> index type ("btree", "bitmap", "ngram") of the indexes the dataset has.
     indexed = {tuple(i["fields"]): str(i["type"]).lower() for i in ds.list_indices()}
+    if spec.merge == "upsert":
+        # An index on the key (built before DATASETS dropped it) would refuse every later upsert.
+        for index in ds.list_indices():
+            if set(index["fields"]) & set(spec.keys):
+                ds.drop_index(index["name"])
+                indexed.pop(tuple(index["fields"]), None)
     built = 0
     for kinds, columns in (("BTREE", spec.btree), ("BITMAP", spec.bitmap), ("NGRAM", spec.ngram)):
         for column in columns:

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activities import contracts as c
-from activities.projection_activities import s3_event
+from activities.maintenance_activities import s3_event
+from formats.contracts import ids
+from formats.contracts import projection as c
 from worker.bridge.disposition import ObjectResult, decide
 from worker.bridge.messages import (
     REPLAY_EVENT_NAME,
@@ -19,7 +20,6 @@ from worker.bridge.messages import (
     replay_event,
 )
 from worker.bridge.routing import route
-from workflows import ids
 
 META = "evidence/v1/t1/p1/e1/streams/" + "a" * 32 + "/meta/" + "0" * 19 + "7.bamlmeta.zst"
 PACK = "evidence/v1/t1/p1/e1/streams/" + "a" * 32 + "/values/01HZZZZZZZZZZZZZZZZZZZZZZZ.bamlpack.zst"

@@ -28,10 +28,10 @@ from temporalio.worker import Worker
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_workflows import FakeIngestPack, FakeProjectMeta
 
+from formats.contracts import ids
 from worker.bridge.messages import replay_body
 from worker.settings import SqsBridgeSettings
 from worker.sqs_bridge import QUARANTINE_ATTRIBUTE, Bridge, GenerationCache
-from workflows import ids
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 KEY = "evidence/v1/t1/p1/e1/streams/" + "a" * 32 + "/meta/{seq}.bamlmeta.zst"

@@ -146,7 +146,7 @@ class World:
 
         from temporalio.client import Client
 
-        from activities import contracts as c
+        from formats.contracts import projection as c
         from workflows.maintenance import SweepWorkflow
 
         async def run() -> None:

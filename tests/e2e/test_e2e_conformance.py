@@ -16,13 +16,13 @@ import pytest
 from e2e_world import World, wait_for
 from temporalio.client import Client
 
-from activities import contracts as c
 from formats import meta_segment as ms
+from formats.contracts import ids
+from formats.contracts import projection as c
 from formats.integrity import verify_trailer
 from formats.object_keys import data_segment_key, meta_segment_key, parse_evidence_key
 from formats.zstd_frame import compress_object, decompress_object
 from worker.bridge.messages import replay_body
-from workflows import ids
 from workflows.maintenance import SweepWorkflow
 
 pytestmark = pytest.mark.stack

@@ -37,14 +37,14 @@ from e2e_world import Corpus, World, stack_world
 from tcp_proxy import DroppingProxy
 from temporalio.client import Client
 
-from activities import contracts as c
 from api.boundary.recording import read_records
 from api.dataplane.boundary_client import BoundaryError
 from formats import cas
+from formats.contracts import ids
+from formats.contracts import projection as c
 from formats.synth.config import SynthConfig
 from formats.synth.generator import synthesize
 from publisher import Publisher, PublisherSettings
-from workflows import ids
 from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
 
 pytestmark = pytest.mark.stack

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities import contracts as c
+from formats.contracts import projection as c
 
 
 def project_corpus(world: Any, corpus: Any) -> None:

@@ -18,11 +18,11 @@ from fastapi.testclient import TestClient
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import contracts as c
 from api.gateway.app import create_app
 from api.gateway.runtime import GatewayRuntime
 from api.gateway.settings import GatewaySettings
 from formats import object_keys
+from formats.contracts import projection as c
 from workflows.erasure import ErasureWorkflow
 
 

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 from activities.fact_sink import fact_sink  # noqa: E402
+from activities.maintenance_activities import MaintenanceActivities  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.runtime import WorkloadTls  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
@@ -167,6 +168,10 @@ class World:
     @property
     def scope(self) -> Scope:
         return self.boundary.scope
+
+    @property
+    def maintenance(self) -> MaintenanceActivities:
+        return MaintenanceActivities(self.acts)
 
 
 def make_lance(moto: Moto, bucket: str) -> LanceStore:

@@ -21,10 +21,10 @@ from typing import Any
 
 from conftest import Moto, make_activities, make_lance
 
-from activities import contracts as c
 from activities.runtime import WorkloadTls
 from activities.settings import ProjectionSettings
 from api.dataplane.boundary_client import BoundaryClient
+from formats.contracts import projection as c
 
 
 class _Count(logging.Handler):

@@ -14,8 +14,8 @@ import pytest
 from corpus import root_rows_in_clickhouse
 from streams import build_stream, upload
 
-from activities import contracts as c
 from api.dataplane.lance_store import LEDGER
+from formats.contracts import projection as c
 
 
 class CommitterCrash(RuntimeError):

@@ -11,13 +11,13 @@ from collections import Counter
 
 from streams import Stream, build_stream, upload
 
-from activities import contracts as c
 from activities.engine_registry import decode_entry
 from activities.projection.model import ENGINE_NOT_REGISTERED
 from activities.settings import ProjectionSettings
 from api.dataplane.lance_store import LEDGER
 from formats import object_keys
 from formats import reader_rules as rr
+from formats.contracts import projection as c
 
 
 def project(world, keys: list[str]) -> dict[str, c.ExecutionOutcome]:  # type: ignore[no-untyped-def]
@@ -126,7 +126,7 @@ def test_late_root_ended_wins_over_the_sweep(world) -> None:  # type: ignore[no-
     upload(world.s3, world.bucket, s, skip={late})
     project(world, s.meta_keys[:-1])
     scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
-    swept = world.acts.sweep(c.SweepInput(scope, silence_limit_s=0))
+    swept = world.maintenance.sweep(c.SweepInput(scope, silence_limit_s=0))
     target = s.executions[1].execution_id
     assert {o.root_id: o.outcome for o in swept.outcomes if o.root_id == target} == {target: c.ABANDONED}
     assert ledger(world, s)[target] == ("abandoned", "no_root_ended")
@@ -150,7 +150,7 @@ def test_replay_rebuilds_the_engine_registry_before_it_enqueues(world) -> None: 
     upload(world.s3, world.bucket, s)
     key = object_keys.engine_registry_key(world.scope, s.euid_hex, 1)
     scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
-    page = world.acts.replay_scan(c.ReplayScanInput(scope, 1))
+    page = world.maintenance.replay_scan(c.ReplayScanInput(scope, 1))
     assert set(page.missing_meta_keys) >= set(s.meta_keys[2::2])  # every RootEnded object is due
     engine, seq = decode_entry(world.s3.get_object(Bucket=world.bucket, Key=key)["Body"].read())
     assert (engine.engine_id, seq) == (1, 1)

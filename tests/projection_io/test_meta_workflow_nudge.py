@@ -15,8 +15,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import contracts as c
-from workflows import ids
+from formats.contracts import ids
+from formats.contracts import projection as c
 from workflows.projection import ProjectMetaObjectWorkflow
 
 ROOT_ID = "ab" * 16

@@ -11,9 +11,9 @@ import pytest
 from corpus import make_corpus, put_all, root_rows_in_clickhouse
 from temporalio.exceptions import ApplicationError
 
-from activities import contracts as c
 from formats import meta_segment as ms
 from formats import object_keys
+from formats.contracts import projection as c
 from formats.object_keys import Scope
 from formats.zstd_frame import compress_object, decompress_object
 
@@ -82,12 +82,12 @@ def test_silent_stream_is_swept_as_abandoned_once(world, tmp_path: Path) -> None
     ingest_all(world, corpus.up.pack_keys)
     project_all(world, corpus.up.meta_keys)
     scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
-    assert world.acts.sweep(c.SweepInput(scope, silence_limit_s=3600)).outcomes == ()
-    swept = world.acts.sweep(c.SweepInput(scope, silence_limit_s=0))
+    assert world.maintenance.sweep(c.SweepInput(scope, silence_limit_s=3600)).outcomes == ()
+    swept = world.maintenance.sweep(c.SweepInput(scope, silence_limit_s=0))
     assert {o.root_id for o in swept.outcomes} == corpus.open_ids
     assert {o.outcome for o in swept.outcomes} == {c.ABANDONED}
     assert set(root_rows_in_clickhouse(world, corpus.euids[0])) == corpus.ended_ids | corpus.open_ids
-    assert world.acts.sweep(c.SweepInput(scope, silence_limit_s=0)).outcomes == ()
+    assert world.maintenance.sweep(c.SweepInput(scope, silence_limit_s=0)).outcomes == ()
 
 
 def _corrupt_trailer(body: bytes) -> bytes:

@@ -19,13 +19,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from activities import contracts as c
 from activities.runtime import Identity
 from activities.settings import ProjectionSettings
 from formats import meta_segment as ms
+from formats.contracts import ids
+from formats.contracts import projection as c
 from formats.zstd_frame import decompress_object
 from worker.temporal_worker import build_worker, ensure_schedules
-from workflows import ids
 from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
 
 FAST = c.PendingPolicy(initial_s=0.5, max_s=1.0, deadline_s=60.0)
@@ -61,7 +61,7 @@ def run_with_worker(temporal: Any, world: Any, body: Any) -> Any:
     async def main() -> Any:
         client = await Client.connect(temporal.address)
         tq = f"tq-{uuid.uuid4().hex[:8]}"
-        async with build_worker(client, tq, world.acts.activities()):
+        async with build_worker(client, tq, [*world.acts.activities(), *world.maintenance.activities()]):
             return await body(client, tq)
 
     return asyncio.run(main())

@@ -37,8 +37,8 @@ from bucket_corpus import upload
 from conftest import ROOT, BoundaryProc, Moto, make_activities, make_lance
 from corpus import Corpus, make_corpus
 
-from activities import contracts as c
 from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore
+from formats.contracts import projection as c
 from formats.object_keys import Scope
 
 CHILD = Path(__file__).with_name("several_workers_child.py")

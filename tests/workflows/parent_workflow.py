@@ -6,8 +6,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities import contracts as c
-    from workflows import ids
+    from formats.contracts import ids
+    from formats.contracts import projection as c
     from workflows.projection import ProjectMetaObjectWorkflow
 
 

@@ -23,10 +23,10 @@ from typing import Any
 from stubs import MetaScript, Page, RootScript, Stubs
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
-from activities import contracts as c
 from formats.contracts import erasure as e
+from formats.contracts import ids
+from formats.contracts import projection as c
 from formats.contracts.query_job import QUERY_JOB_WORKFLOW, QueryJobInput
-from workflows import ids
 from workflows.erasure import ErasureWorkflow
 from workflows.maintenance import (
     WORKFLOWS,

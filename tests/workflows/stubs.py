@@ -15,8 +15,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import contracts as c
 from formats.contracts import erasure as e
+from formats.contracts import projection as c
 from formats.contracts.query_job import (
     DELETE_QUERY_JOB_RESULT,
     RUN_QUERY_JOB,

@@ -32,8 +32,8 @@ from stubs import ACTIVE_GENERATION, MetaScript, RootScript, Stubs
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import contracts as c
-from workflows import ids
+from formats.contracts import ids
+from formats.contracts import projection as c
 from workflows.maintenance import ReplayWorkflow
 from workflows.projection import ProjectMetaObjectWorkflow
 

@@ -16,7 +16,7 @@ from recordings import ALL_WORKFLOWS, HISTORIES, SCENARIOS, fixture_path, load
 from temporalio.worker import Replayer
 from temporalio.workflow import _Definition
 
-from workflows import ids
+from formats.contracts import ids
 
 FILES = sorted(HISTORIES.glob("*.json"))
 

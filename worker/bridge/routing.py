@@ -2,7 +2,7 @@
 
 Meta objects (``.bamlmeta.zst``) start ProjectMetaObject in the environment's active
 generation; value packs (``.bamlpack.zst``) start IngestValuePack. Every other key (data
-segments, CAS objects) is read by key and starts nothing. IDs come from workflows/ids.py.
+segments, CAS objects) is read by key and starts nothing. IDs come from formats/contracts/ids.py.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from formats.contracts import ids
 from formats.object_keys import InvalidKeyError, parse_evidence_key
-from workflows import ids
 
 META_SUFFIX = ".bamlmeta.zst"
 PACK_SUFFIX = ".bamlpack.zst"

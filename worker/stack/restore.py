@@ -76,8 +76,8 @@ async def _start_replays(
     from temporalio.client import Client
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-    from activities import contracts as c
-    from workflows import ids
+    from formats.contracts import ids
+    from formats.contracts import projection as c
 
     client = await Client.connect(address, namespace=namespace)
     started = []
