@@ -176,11 +176,17 @@ def _overwrites_after_creation(lance: LanceStore, boundary: BoundaryProc, datase
     ds = lance.open(boundary.scope, dataset)
     assert ds is not None
     versions = [int(v["version"]) for v in ds.versions()]
-    return [
-        v
-        for v in versions[1:]
-        if type(getattr(ds.read_transaction(v), "operation", None)).__name__ == "Overwrite"
-    ]
+    return [v for v in versions[1:] if _operation(ds, v) == "Overwrite"]
+
+
+def _operation(ds: Any, version: int) -> str | None:
+    try:
+        transaction = ds.read_transaction(version)
+    except TypeError:
+        # pylance 14 cannot build the Python form of an index rewrite (the committer's
+        # optimize_indices): LanceOperation.RewrittenIndex lacks arguments. Not an overwrite.
+        return None
+    return type(getattr(transaction, "operation", None)).__name__
 
 
 def _conflict_report(run: Run) -> str:
