@@ -191,6 +191,20 @@ def _root_key(projection: ExecutionProjection, relation: str, rows: list[Row]) -
     return projection.execution_id
 
 
+def _scope_stamp(scope: Scope, generation: int, max_rows: int) -> _Stamp:
+    """The scope columns every public row carries (the arguments checked once, for both builders)."""
+    if generation < 0:
+        raise ValueError(f"generation must be >= 0, got {generation}")
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+    return (
+        ("tenant_id", scope.tenant_id),
+        ("project_id", scope.project_id),
+        ("environment_id", scope.environment_id),
+        ("generation", generation),
+    )
+
+
 def build_batches(
     projection: ExecutionProjection,
     scope: Scope,
@@ -200,16 +214,7 @@ def build_batches(
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> list[ProjectionBatch]:
     """One batch per public relation with rows (split into partitions of ``max_rows``), in catalog order."""
-    if generation < 0:
-        raise ValueError(f"generation must be >= 0, got {generation}")
-    if max_rows < 1:
-        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
-    stamp: _Stamp = (
-        ("tenant_id", scope.tenant_id),
-        ("project_id", scope.project_id),
-        ("environment_id", scope.environment_id),
-        ("generation", generation),
-    )
+    stamp = _scope_stamp(scope, generation, max_rows)
     out: list[ProjectionBatch] = []
     for rel in catalog.relations(catalog_version):
         if rel.storage != "clickhouse":
@@ -269,16 +274,7 @@ def build_batch_set(
     conversion per relation for all the executions, then sliced per execution and partition:
     the per-call cost of a conversion, and the schema checks, are paid once per relation.
     """
-    if generation < 0:
-        raise ValueError(f"generation must be >= 0, got {generation}")
-    if max_rows < 1:
-        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
-    stamp: _Stamp = (
-        ("tenant_id", scope.tenant_id),
-        ("project_id", scope.project_id),
-        ("environment_id", scope.environment_id),
-        ("generation", generation),
-    )
+    stamp = _scope_stamp(scope, generation, max_rows)
     # per execution: its batches by relation, so the output keeps build_batches' order
     per: list[dict[str, list[ProjectionBatch]]] = [{} for _ in projections]
     for rel in catalog.relations(catalog_version):
