@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any
 
 from formats.profile_store import ProfileStore, PublisherBusy, PublisherLease
@@ -28,6 +29,21 @@ log = logging.getLogger("baml.publisher")
 
 LAMBDA_FLUSH_INTERVAL_SECONDS = 1.0
 THREAD_NAME = "baml-publisher"
+
+
+# os.register_at_fork keeps its callbacks for the life of the process and cannot drop one, so a
+# callback per instance (a bound method) would keep every Publisher ever made alive. One hook per
+# process walks the publishers still alive instead; the set holds them weakly.
+_live_publishers: weakref.WeakSet[Publisher] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for pub in list(_live_publishers):
+        pub._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Publisher:
@@ -76,8 +92,7 @@ class Publisher:
         self._config_loaded_at: float | None = None
         self._last_report: FlushReport | None = None
         self._last_usage: int | None = None
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork)
+        _live_publishers.add(self)
 
     # ----------------------------------------------------------------------------- host API
 
