@@ -24,24 +24,10 @@ from activities.projection_activities import ProjectionActivities
 from activities.settings import ProjectionSettings
 from api.dataplane.aws import object_store_client
 from api.dataplane.lance_store import LanceStore
+from api.dataplane.workload_tls import ClientTls
 from formats.contracts import projection as c
 
 log = logging.getLogger("baml_studio.projection")
-
-
-@dataclass(frozen=True)
-class WorkloadTls:
-    ca_cert: Path
-    client_cert: Path
-    client_key: Path
-
-    @classmethod
-    def in_dir(cls, tls_dir: Path, deployment_id: str) -> WorkloadTls:
-        return cls(
-            tls_dir / "ca.pem",
-            tls_dir / f"client-{deployment_id}.pem",
-            tls_dir / f"client-{deployment_id}-key.pem",
-        )
 
 
 @dataclass(frozen=True)
@@ -105,7 +91,7 @@ def build_projection_activities(
     """``ws`` is a worker.settings.TemporalWorkerSettings (S3, bucket, Boundary URL, TLS dir)."""
     from api.dataplane.boundary_client import BoundaryClient
 
-    tls = WorkloadTls.in_dir(Path(ws.tls_dir), identity.deployment_id)
+    tls = ClientTls.in_dir(Path(ws.tls_dir), identity.deployment_id)
     if not tls.client_cert.exists():
         log.warning("client certificate %s missing: projection activities not registered", tls.client_cert)
         return None

@@ -127,10 +127,10 @@ class GenerationCache:
 
 def boundary_generation_lookup(identity: BridgeIdentity) -> Callable[[str], int]:
     """``environment_id -> active generation`` through the Boundary workload API (mTLS)."""
-    from activities.runtime import WorkloadTls
     from api.dataplane.boundary_client import BoundaryClient, BoundaryError
+    from api.dataplane.workload_tls import ClientTls
 
-    tls = WorkloadTls.in_dir(identity.tls_dir, identity.deployment_id)
+    tls = ClientTls.in_dir(identity.tls_dir, identity.deployment_id)
     client = BoundaryClient(identity.workload_url, tls, identity.deployment_id, identity.cell)
 
     def lookup(environment_id: str) -> int:

@@ -18,17 +18,16 @@ from typing import Any
 
 import httpx
 import pyarrow as pa
-from cryptography import x509
 from pydantic import ValidationError
 
 from api.common.errors import ServiceUnavailable
-from api.common.workload_identity import names_in_cert
 from api.coordinator.executor import Budget, QueryFailed, QueryRun
 from api.coordinator.planner import QueryPlan, plan_query
 from api.coordinator.private_reader import PrivateReader
 from api.coordinator.settings import CoordinatorSettings
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import DirObjects, ObjectSource, S3Objects
+from api.dataplane import workload_tls
 from api.dataplane.aws import object_store_client
 from api.dataplane.boundary_client import BoundaryClient, BoundaryError
 from api.dataplane.lance_store import LanceStore
@@ -48,32 +47,18 @@ class BoundaryUnavailable(ServiceUnavailable):
         return {"Retry-After": "5"}
 
 
-@dataclass(frozen=True)
-class ClientTls:
-    ca_cert: Path
-    client_cert: Path
-    client_key: Path
-
-
 def build_boundary_client(settings: CoordinatorSettings) -> BoundaryClient:
-    tls_dir = Path(settings.tls_dir)
-    if settings.deployment_id:
-        candidates = [tls_dir / f"client-{settings.deployment_id}.pem"]
-    else:
-        candidates = sorted(p for p in tls_dir.glob("client-*.pem") if not p.name.endswith("-key.pem"))
-        candidates = [p for p in candidates if p.name != "client-boundary-self-check.pem"]
-    if len(candidates) != 1 or not candidates[0].exists():
-        raise RuntimeError(f"no single client certificate in {tls_dir}")
-    cert = candidates[0]
-    names = names_in_cert(x509.load_pem_x509_certificate(cert.read_bytes()))
-    if names is None:
-        raise RuntimeError(f"{cert} does not name a deployment and a cell")
-    key = cert.with_name(cert.name.removesuffix(".pem") + "-key.pem")
+    found = workload_tls.discover(
+        Path(settings.tls_dir),
+        deployment_id=settings.deployment_id,
+        cell=settings.cell,
+        remedy="set BAML_STUDIO_COORDINATOR_DEPLOYMENT_ID or BAML_STUDIO_COORDINATOR_TLS_DIR",
+    )
     return BoundaryClient(
         settings.boundary_workload_url,
-        ClientTls(tls_dir / "ca.pem", cert, key),
-        settings.deployment_id or names[0],
-        settings.cell or names[1],
+        found.tls,
+        found.deployment_id,
+        found.cell,
         timeout=settings.boundary_timeout_seconds,
         introspection_ttl_seconds=settings.token_cache_seconds,
         inactive_ttl_seconds=min(5.0, settings.token_cache_seconds),

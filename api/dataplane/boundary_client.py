@@ -15,8 +15,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 import pyarrow as pa
@@ -26,23 +25,13 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_
 from api.common.auth import hash_token
 from api.common.request_id import REQUEST_ID_HEADER, current_request_id, new_request_id
 from api.common.workload_identity import client_ssl_context
+from api.dataplane.workload_tls import TlsMaterial
 from formats import boundary_wire as w
 from formats.batch_set_body import encode_batch_set
 
 M = TypeVar("M", bound=BaseModel)
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 _REFRESH_MARGIN = dt.timedelta(seconds=60)
-
-
-class TlsPaths(Protocol):
-    """What the client needs from a :class:`DevPki` (or any equivalent paths object)."""
-
-    @property
-    def ca_cert(self) -> Path: ...
-    @property
-    def client_cert(self) -> Path: ...
-    @property
-    def client_key(self) -> Path: ...
 
 
 class BoundaryError(Exception):
@@ -100,7 +89,7 @@ class BoundaryClient:
     def __init__(
         self,
         workload_url: str,
-        tls: TlsPaths,
+        tls: TlsMaterial,
         deployment_id: str,
         cell: str,
         *,

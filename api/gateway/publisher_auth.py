@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from cryptography import x509
 from pydantic import ValidationError
 
 from api.common.auth import TokenKind
 from api.common.errors import Conflict, Forbidden, ServiceUnavailable, Unauthenticated
-from api.common.workload_identity import names_in_cert
+from api.dataplane import workload_tls
 from api.dataplane.boundary_client import BoundaryClient, BoundaryError
 from api.gateway.settings import GatewaySettings
 from formats import object_keys as keys
@@ -53,47 +52,18 @@ class PublisherIdentity:
     scope: keys.Scope
 
 
-@dataclass(frozen=True, slots=True)
-class ClientTls:
-    ca_cert: Path
-    client_cert: Path
-    client_key: Path
-
-
-def client_tls(settings: GatewaySettings) -> tuple[ClientTls, str, str]:
-    """The CA and client certificate in ``tls_dir``, and the deployment and cell it names.
-
-    With ``deployment_id`` set the certificate is ``client-<deployment_id>.pem``; otherwise the
-    directory must hold exactly one client certificate (the embedded stack writes one).
-    """
-    tls_dir = Path(settings.tls_dir)
-    if settings.deployment_id:
-        candidates = [tls_dir / f"client-{settings.deployment_id}.pem"]
-    else:
-        candidates = sorted(p for p in tls_dir.glob("client-*.pem") if not p.name.endswith("-key.pem"))
-        candidates = [p for p in candidates if p.name != "client-boundary-self-check.pem"]
-    if len(candidates) != 1 or not candidates[0].exists():
-        raise RuntimeError(
-            f"no single client certificate in {tls_dir}: set BAML_STUDIO_GATEWAY_DEPLOYMENT_ID "
-            "or BAML_STUDIO_GATEWAY_TLS_DIR"
-        )
-    cert_path = candidates[0]
-    names = names_in_cert(x509.load_pem_x509_certificate(cert_path.read_bytes()))
-    if names is None:
-        raise RuntimeError(f"{cert_path} does not name a deployment (CN) and a cell (OU)")
-    deployment_id = settings.deployment_id or names[0]
-    cell = settings.cell or names[1]
-    key_path = cert_path.with_name(cert_path.name.removesuffix(".pem") + "-key.pem")
-    return ClientTls(tls_dir / "ca.pem", cert_path, key_path), deployment_id, cell
-
-
 def build_boundary_client(settings: GatewaySettings) -> BoundaryClient:
-    tls, deployment_id, cell = client_tls(settings)
+    found = workload_tls.discover(
+        Path(settings.tls_dir),
+        deployment_id=settings.deployment_id,
+        cell=settings.cell,
+        remedy="set BAML_STUDIO_GATEWAY_DEPLOYMENT_ID or BAML_STUDIO_GATEWAY_TLS_DIR",
+    )
     return BoundaryClient(
         settings.boundary_workload_url,
-        tls,
-        deployment_id,
-        cell,
+        found.tls,
+        found.deployment_id,
+        found.cell,
         timeout=settings.boundary_timeout_seconds,
         attempts=settings.boundary_attempts,
         introspection_ttl_seconds=settings.token_cache_seconds,

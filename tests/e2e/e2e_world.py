@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "projection_io"))
 from bucket_corpus import Uploaded, build_objects, upload  # noqa: E402
 from stack_fixtures import free_base_port  # noqa: E402
 
-from activities.runtime import WorkloadTls  # noqa: E402
 from api.dataplane.boundary_client import BoundaryClient  # noqa: E402
+from api.dataplane.workload_tls import ClientTls  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402
@@ -111,7 +111,7 @@ class World:
         self.s3 = self.aws("s3")
         self.sqs = self.aws("sqs")
         self.deployment: Deployment = load_deployment(Path(state.run_dir))
-        tls = WorkloadTls(Path(state.tls.ca_cert), Path(state.tls.client_cert), Path(state.tls.client_key))
+        tls = ClientTls(Path(state.tls.ca_cert), Path(state.tls.client_cert), Path(state.tls.client_key))
         assert state.deployment_id and state.cell
         self.boundary = BoundaryClient(state.boundary_workload_url, tls, state.deployment_id, state.cell)
 

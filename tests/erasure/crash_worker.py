@@ -17,9 +17,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.erasure import ErasureActivities
-from activities.runtime import WorkloadTls
 from api.dataplane.boundary_client import BoundaryClient
 from api.dataplane.lance_store import LanceStore
+from api.dataplane.workload_tls import ClientTls
 from workflows.erasure import ErasureWorkflow
 
 
@@ -38,7 +38,7 @@ async def main(cfg: dict[str, str]) -> None:
         access_key_id="test",
         secret_access_key="test",
     )
-    tls = WorkloadTls.in_dir(Path(cfg["tls_dir"]), cfg["deployment_id"])
+    tls = ClientTls.in_dir(Path(cfg["tls_dir"]), cfg["deployment_id"])
     boundary = BoundaryClient(cfg["workload_url"], tls, cfg["deployment_id"], cfg["cell"])
     acts = ErasureActivities(s3=s3, bucket=cfg["bucket"], boundary=boundary, lance=lance)
     client = await Client.connect(cfg["temporal"])

@@ -32,10 +32,10 @@ logging.getLogger("werkzeug").setLevel(logging.WARNING)
 from activities.fact_sink import fact_sink  # noqa: E402
 from activities.maintenance_activities import MaintenanceActivities  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
-from activities.runtime import WorkloadTls  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
 from api.dataplane.boundary_client import BoundaryClient  # noqa: E402
 from api.dataplane.lance_store import LanceStore  # noqa: E402
+from api.dataplane.workload_tls import ClientTls  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def moto() -> Iterator[Moto]:
 class BoundaryProc:
     control_url: str
     workload_url: str
-    tls: WorkloadTls
+    tls: ClientTls
     deployment_id: str
     cell: str
     scope: Scope
@@ -144,7 +144,7 @@ def boundary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundaryProc]
         yield BoundaryProc(
             f"http://127.0.0.1:{control}",
             f"https://127.0.0.1:{workload}",
-            WorkloadTls.in_dir(tls_dir, boot.deployment_id),
+            ClientTls.in_dir(tls_dir, boot.deployment_id),
             boot.deployment_id,
             boot.cell,
             Scope(boot.tenant_id, boot.project_id, boot.environment_id),

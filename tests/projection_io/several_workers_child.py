@@ -21,9 +21,9 @@ from typing import Any
 
 from conftest import Moto, make_activities, make_lance
 
-from activities.runtime import WorkloadTls
 from activities.settings import ProjectionSettings
 from api.dataplane.boundary_client import BoundaryClient
+from api.dataplane.workload_tls import ClientTls
 from formats.contracts import projection as c
 
 
@@ -55,7 +55,7 @@ def main(config_path: Path) -> None:
     moto = Moto(cfg["endpoint"])
     s3 = moto.client("s3")
     lance = make_lance(moto, cfg["bucket"])
-    tls = WorkloadTls(Path(cfg["ca_cert"]), Path(cfg["client_cert"]), Path(cfg["client_key"]))
+    tls = ClientTls(Path(cfg["ca_cert"]), Path(cfg["client_cert"]), Path(cfg["client_key"]))
     client = BoundaryClient(cfg["workload_url"], tls, cfg["deployment_id"], cfg["cell"])
     settings = ProjectionSettings(
         commit_interval_s=cfg["commit_interval_s"],
