@@ -13,6 +13,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import time
 from typing import Any
 
 from temporalio import activity
@@ -30,6 +31,10 @@ from formats.object_keys import InvalidKeyError, Scope
 from formats.value_pack import read_pack
 
 log = logging.getLogger("baml_studio.maintenance")
+
+ERR_ENQUEUE_FAILED = "EnqueueFailed"  # retryable: SQS did not take some replay messages
+_SEND_ATTEMPTS = 4  # sends of one replay batch: the first and three resends of its failed entries
+_RESEND_DELAY_S = 0.2  # before the first resend; doubled before each later one
 
 
 class MaintenanceActivities:
@@ -202,18 +207,65 @@ class MaintenanceActivities:
 
     @activity.defn(name="enqueue_replay")
     def enqueue_replay(self, inp: c.EnqueueInput) -> c.EnqueueResult:
-        """Send an S3-event-shaped message per key to the projection queue (the bridge starts the work)."""
+        """Send an S3-event-shaped message per key to the projection queue (the bridge starts the work).
+
+        ``sent`` counts only the entries SQS reported ``Successful``. A batch answers per entry, so
+        its ``Failed`` entries are resent (``_SEND_ATTEMPTS`` sends in all); entries still failing
+        raise a retryable ``EnqueueFailed``. Temporal's retry then sends every key of the input
+        again: duplicates are harmless, since the bridge starts one workflow per object ID."""
         if self.p.sqs is None or self.p.queue_url is None:
             raise ApplicationError("no projection queue configured", type="NoQueue", non_retryable=True)
         sent = 0
+        failed: dict[str, str] = {}  # key -> SQS error code, after the last resend
         for start in range(0, len(inp.keys), 10):
-            entries = [
-                {"Id": str(i), "MessageBody": json.dumps(s3_event(self.p.bucket, key))}
-                for i, key in enumerate(inp.keys[start : start + 10])
-            ]
-            self.p.sqs.send_message_batch(QueueUrl=self.p.queue_url, Entries=entries)
-            sent += len(entries)
+            delivered, left = self._send_batch(inp.keys[start : start + 10])
+            sent += delivered
+            failed.update(left)
+            _heartbeat("enqueued", sent)
+        if failed:
+            codes = sorted(set(failed.values()))
+            # Keys and error codes only, never the message bodies.
+            raise ApplicationError(
+                f"{len(failed)} of {len(inp.keys)} replay messages were not enqueued "
+                f"after {_SEND_ATTEMPTS} sends (SQS error codes: {', '.join(codes)})",
+                len(failed),
+                codes,
+                sorted(failed),
+                type=ERR_ENQUEUE_FAILED,
+            )
         return c.EnqueueResult(sent)
+
+    def _send_batch(self, keys: tuple[str, ...]) -> tuple[int, dict[str, str]]:
+        """Send up to 10 keys as one batch, resending its failed entries: (successful, key -> code)."""
+        assert self.p.sqs is not None and self.p.queue_url is not None
+        pending = {str(i): key for i, key in enumerate(keys)}
+        codes: dict[str, str] = {}
+        delivered = 0
+        for attempt in range(_SEND_ATTEMPTS):
+            if attempt:
+                time.sleep(_RESEND_DELAY_S * 2 ** (attempt - 1))
+            resp = self.p.sqs.send_message_batch(
+                QueueUrl=self.p.queue_url,
+                Entries=[
+                    {"Id": i, "MessageBody": json.dumps(s3_event(self.p.bucket, key))}
+                    for i, key in pending.items()
+                ],
+            )
+            for entry in resp.get("Successful", []):
+                if pending.pop(entry["Id"], None) is not None:
+                    delivered += 1
+            codes = {f["Id"]: str(f.get("Code") or "unknown") for f in resp.get("Failed", [])}
+            # An entry in neither list was not acknowledged: it is resent too.
+            if not pending:
+                break
+            log.warning(
+                "replay batch: %d of %d entries failed (codes %s), attempt %d",
+                len(pending),
+                len(keys),
+                ",".join(sorted(set(codes.values()))) or "none",
+                attempt + 1,
+            )
+        return delivered, {key: codes.get(i, "not_acknowledged") for i, key in pending.items()}
 
 
 def s3_event(bucket: str, key: str) -> dict[str, Any]:
