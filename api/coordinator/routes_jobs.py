@@ -5,7 +5,11 @@ A job is a Temporal workflow (workflows/query_job.py) whose ID is the job id, de
 caller's scope and ``Idempotency-Key``: the same key starts one job, ever, and a repeat returns it
 (409 if the body differs). The SQL is planned here first, so a query that cannot be planned is a
 400 at once. State comes from the workflow's ``status`` query, progress from the running
-activity's heartbeat; a job of another scope, or one past ``expires_at``, is 404.
+activity's heartbeat; a job of another scope, or one past ``expires_at``, is 404. Only that, and
+Temporal's NOT_FOUND, is 404: an engine that cannot be reached is 503 ``jobs_unavailable``, a
+record that cannot be read (a failing ``status`` query on a running job, a closed workflow
+without a status) is 500 ``job_status_unreadable``, anything else Temporal refuses 500
+``jobs_engine_error``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,26 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, Header, Request, Response
 from fastapi.responses import StreamingResponse
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.common.errors import BadRequest, Conflict, IdempotencyConflict, NotFound, ServiceUnavailable
+from api.common.errors import (
+    ApiError,
+    BadRequest,
+    Conflict,
+    IdempotencyConflict,
+    NotFound,
+    ServiceUnavailable,
+)
 from api.coordinator.planner import PlanError, plan_query
 from api.coordinator.query_wire import JobRequest, QueryJob
 from api.coordinator.routes_query import plan_error
@@ -44,6 +61,40 @@ class TemporalUnavailable(ServiceUnavailable):
 class JobNotReady(Conflict):
     code = "job_not_succeeded"
     title = "The job has no result yet"
+
+
+class JobStatusUnreadable(ApiError):
+    code = "job_status_unreadable"
+    title = "The job's status cannot be read"
+
+
+class JobsEngineError(ApiError):
+    code = "jobs_engine_error"
+    title = "The workflow engine refused the request"
+
+
+# Codes of an engine that is down, overloaded or slow: the same request may succeed later.
+_TRANSIENT = frozenset(
+    {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.RESOURCE_EXHAUSTED}
+)
+
+
+def _job_not_found() -> NotFound:
+    return NotFound("no such query job", code="job_not_found")
+
+
+def _engine_error(exc: RPCError) -> ApiError:
+    """The problem for a Temporal RPC failure. NOT_FOUND is the one "no such job"; the RPC's message
+    is not passed on (it may name the workflow's input), only its status code."""
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return _job_not_found()
+    if exc.status in _TRANSIENT:
+        return TemporalUnavailable(
+            f"the workflow engine did not answer ({exc.status.name})", remedy="Retry later."
+        )
+    return JobsEngineError(
+        f"the workflow engine answered {exc.status.name}", remedy="Retry; report the request_id."
+    )
 
 
 async def temporal_client(request: Request) -> Client:
@@ -76,23 +127,39 @@ def request_digest(body: JobRequest) -> str:
 
 
 async def _status(handle: WorkflowHandle[Any, Any]) -> qj.QueryJobStatus | None:
+    """The job's record; None only when Temporal has no such workflow."""
     try:
         return await handle.query(qj.STATUS_QUERY, result_type=qj.QueryJobStatus)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
-        raise
-    except Exception:
-        # A closed workflow whose query cannot run: read its result instead.
-        try:
-            done = await handle.result()
-            return qj.QueryJobStatus(**done) if isinstance(done, dict) else None
-        except Exception:
-            return None
+        raise _engine_error(exc) from None
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
+        failure = type(exc).__name__
+    # The worker could not answer the query (e.g. its replay of a closed workflow failed). A job
+    # that completed returned its record as its result; any other state has none to offer, and a
+    # running job must not be waited for here (result() would block until it ends).
+    try:
+        desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.COMPLETED:
+            state = desc.status.name if desc.status is not None else "UNKNOWN"
+            raise JobStatusUnreadable(f"the job's status query failed ({failure}) while it is {state}")
+        done = await handle.result(follow_runs=False)
+    except RPCError as exc:
+        raise _engine_error(exc) from None
+    try:
+        return qj.QueryJobStatus(**done)
+    except TypeError:  # not a dict, or not this contract's fields
+        raise JobStatusUnreadable(
+            f"the job's status query failed ({failure}) and its result is not a job status"
+        ) from None
 
 
 async def _progress(handle: WorkflowHandle[Any, Any]) -> qj.QueryJobProgress | None:
-    desc = await handle.describe()
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        raise _engine_error(exc) from None
     converter = DataConverter.default
     for pending in desc.raw_description.pending_activities:
         if (
@@ -115,7 +182,7 @@ def _visible(st: qj.QueryJobStatus | None, caller: QueryCaller) -> qj.QueryJobSt
         or st.state == qj.EXPIRED
         or st.expires_at_unix <= time.time()
     ):
-        raise NotFound("no such query job", code="job_not_found")
+        raise _job_not_found()
     return st
 
 
@@ -190,6 +257,8 @@ async def create_query_job(
         )
     except WorkflowAlreadyStartedError:
         handle = client.get_workflow_handle(job_id)
+    except RPCError as exc:
+        raise _engine_error(exc) from None
     st = await _status(handle)
     if st is None:
         st = qj.QueryJobStatus(job_id=job_id, tenant_id=s.tenant_id, environment_id=s.environment_id,
@@ -216,7 +285,10 @@ async def cancel_query_job(job_id: str, request: Request, caller: Caller) -> Que
     handle = (await temporal_client(request)).get_workflow_handle(job_id)
     st = _visible(await _status(handle), caller)
     if st.state not in qj.FINAL_STATES:
-        await handle.cancel()
+        try:
+            await handle.cancel()
+        except RPCError as exc:
+            raise _engine_error(exc) from None
         for _ in range(50):  # the cancel lands within a workflow task; report the new state
             newer = await _status(handle)
             if newer is not None and newer.state in qj.FINAL_STATES:

@@ -9,15 +9,19 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import boto3
 import pytest
+from broken_job_workflows import BROKEN_STATUS_JOB, NOT_A_STATUS, BrokenStatusJob
 from coordinator_world import BoundaryServer
 from fastapi.testclient import TestClient
 from moto.server import ThreadedMotoServer
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -26,6 +30,8 @@ from api.coordinator.app import create_app
 from api.coordinator.runtime import CoordinatorRuntime
 from api.dataplane.boundary_client import BoundaryClient
 from formats import query_output as qo
+from formats.contracts import Workload
+from formats.contracts import task_queue as queue_of
 from workflows.query_job import QueryJobWorkflow
 
 BUCKET = "coord-jobs"
@@ -40,6 +46,12 @@ class Jobs:
     api: TestClient
     s3: object
     task_queue: str
+    broken_queue: str  # BrokenStatusJob's
+    temporal: Client
+    loop: asyncio.AbstractEventLoop  # the dev server's client and workers run on it
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
 
 def _free_port() -> int:
@@ -65,6 +77,7 @@ def jobs(runtime: CoordinatorRuntime, boundary: BoundaryServer) -> Iterator[Jobs
     )
     s3.create_bucket(Bucket=BUCKET)
     task_queue = f"coord-jobs-{uuid.uuid4().hex[:8]}"
+    broken_queue = f"{task_queue}-broken"
     temporal_port = _free_port()
     settings = runtime.settings.model_copy(
         update={
@@ -81,6 +94,7 @@ def jobs(runtime: CoordinatorRuntime, boundary: BoundaryServer) -> Iterator[Jobs
     ready = threading.Event()
     stop: asyncio.Event | None = None
     loop_box: dict[str, asyncio.AbstractEventLoop] = {}
+    client_box: dict[str, Client] = {}
 
     async def serve() -> None:
         nonlocal stop
@@ -91,12 +105,17 @@ def jobs(runtime: CoordinatorRuntime, boundary: BoundaryServer) -> Iterator[Jobs
             dev_server_existing_path=temporal, port=temporal_port
         ) as env:
             acts = QueryJobActivities(job_runtime, s3, BUCKET)
-            async with Worker(
-                env.client,
-                task_queue=task_queue,
-                workflows=[QueryJobWorkflow],
-                activities=[acts.run_query_job, acts.delete_query_job_result],
-                activity_executor=ThreadPoolExecutor(4),
+            client_box["client"] = env.client
+            async with (
+                Worker(
+                    env.client,
+                    # The coordinator starts jobs on the query-jobs queue derived from its base queue.
+                    task_queue=queue_of(task_queue, Workload.QUERY_JOBS),
+                    workflows=[QueryJobWorkflow],
+                    activities=[acts.run_query_job, acts.delete_query_job_result],
+                    activity_executor=ThreadPoolExecutor(4),
+                ),
+                Worker(env.client, task_queue=broken_queue, workflows=[BrokenStatusJob]),
             ):
                 ready.set()
                 await stop.wait()
@@ -107,7 +126,7 @@ def jobs(runtime: CoordinatorRuntime, boundary: BoundaryServer) -> Iterator[Jobs
     app = create_app(settings, job_runtime)
     try:
         with TestClient(app) as client:
-            yield Jobs(client, s3, task_queue)
+            yield Jobs(client, s3, task_queue, broken_queue, client_box["client"], loop_box["loop"])
     finally:
         loop = loop_box["loop"]
         assert stop is not None
@@ -208,3 +227,53 @@ def test_jobs_need_an_idempotency_key_and_valid_sql(jobs: Jobs, user_headers: di
     )
     assert bad.status_code == 400 and bad.json()["code"] == "statement_not_allowed"
     assert jobs.api.get("/v1/query-jobs/qj_unknown", headers=user_headers).status_code == 404
+
+
+def test_an_unknown_job_is_404(jobs: Jobs, user_headers: dict[str, str]) -> None:
+    # Temporal's NOT_FOUND is the one "no such job" the engine gives.
+    resp = jobs.api.get(f"/v1/query-jobs/qj_{uuid.uuid4().hex}", headers=user_headers)
+    assert resp.status_code == 404 and resp.json()["code"] == "job_not_found"
+
+
+def _start_broken(jobs: Jobs, finish_at_once: bool) -> str:
+    job_id = f"qj_broken_{uuid.uuid4().hex}"
+    handle = jobs.run(
+        jobs.temporal.start_workflow(
+            BROKEN_STATUS_JOB,
+            finish_at_once,
+            id=job_id,
+            task_queue=jobs.broken_queue,
+            # Bounds the wait of a route that waited for the running job's result (the old code did).
+            execution_timeout=timedelta(seconds=20),
+        )
+    )
+    if finish_at_once:
+        assert jobs.run(handle.result()) == NOT_A_STATUS
+    return job_id
+
+
+def _assert_unreadable(resp: Any) -> None:
+    assert resp.status_code == 500, (resp.status_code, resp.text)
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    assert resp.json()["code"] == "job_status_unreadable"
+
+
+def test_a_failing_status_query_on_a_running_job_is_a_5xx_at_once(
+    jobs: Jobs, user_headers: dict[str, str]
+) -> None:
+    job_id = _start_broken(jobs, finish_at_once=False)
+    started = time.monotonic()
+    resp = jobs.api.get(f"/v1/query-jobs/{job_id}", headers=user_headers)
+    assert time.monotonic() - started < 10, "the route waited for the running job to end"
+    _assert_unreadable(resp)
+    jobs.run(jobs.temporal.get_workflow_handle(job_id).signal("finish"))
+
+
+@pytest.mark.parametrize("method,suffix", [("GET", ""), ("DELETE", ""), ("GET", "/result")])
+def test_a_closed_job_without_a_readable_status_is_a_5xx_not_404(
+    jobs: Jobs, user_headers: dict[str, str], method: str, suffix: str
+) -> None:
+    # The query fails and the workflow's result is no job status: the job exists, its record is
+    # unreadable; "no such job" would hide the bug.
+    job_id = _start_broken(jobs, finish_at_once=True)
+    _assert_unreadable(jobs.api.request(method, f"/v1/query-jobs/{job_id}{suffix}", headers=user_headers))
