@@ -517,15 +517,9 @@ class ProjectionActivities:
 
     @activity.defn(name="quarantine_object")
     def quarantine_object(self, inp: c.QuarantineInput) -> c.QuarantineResult:
-        """Write ``quarantine/<key>.quarantine`` (create-only); the object itself is kept."""
-        try:
-            marker = object_keys.quarantine_key(inp.key)
-        except InvalidKeyError:
-            # Not an evidence key at all: file it under a digest, never under an unchecked path.
-            import hashlib
-
-            digest = hashlib.sha256(inp.key.encode()).hexdigest()
-            marker = f"{object_keys.QUARANTINE_ROOT}/invalid/{digest}.quarantine"
+        """Write the key's marker (create-only, :func:`object_keys.quarantine_marker_key`: the key the
+        bridge names in the dead-letter message); the object itself is kept."""
+        marker = object_keys.quarantine_marker_key(inp.key)
         body = json.dumps(
             {"key": inp.key, "reason": inp.reason, "quarantined_at": dt.datetime.now(dt.UTC).isoformat()},
             sort_keys=True,

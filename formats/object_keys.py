@@ -8,6 +8,7 @@ Layout (DESIGN.md section 5; ``<scope>`` = ``<tenant_id>/<project_id>/<environme
     evidence/v1/<scope>/cas/values/<hex2>/<hex64>.bamlvalue.zst
     evidence/v1/<scope>/cas/tables/<hex2>/<hex64>.bamltable.zst
     quarantine/<original key>.quarantine
+    quarantine/invalid/<sha256 of a key outside this layout>.quarantine
     derived/v1/<scope>/<dataset>.lance
     derived/v1/<scope>/engines/<euid>/<engine_id20>.json
     temporary/v1/<scope>/jobs/<job_id>/result.ndjson
@@ -20,6 +21,7 @@ inverse of the evidence builders and rejects everything else with
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -177,6 +179,22 @@ def quarantine_key(original_key: str) -> str:
     """Where the projector writes the marker for an evidence object that failed verification."""
     parse_evidence_key(original_key)
     return f"{QUARANTINE_ROOT}/{original_key}.quarantine"
+
+
+def quarantine_marker_key(key: str) -> str:
+    """The marker of any key a projection workflow quarantined: the one function both the
+    quarantine activity (which writes it) and the SQS bridge (which names it in the dead-letter
+    message) use, so the two cannot disagree.
+
+    An evidence key: :func:`quarantine_key`. Any other key (a notification can name anything) is
+    never used as a path: ``quarantine/invalid/<sha256 of the key>.quarantine``.
+    """
+    try:
+        return quarantine_key(key)
+    except InvalidKeyError:
+        # surrogatepass: a JSON message may carry a lone surrogate; it still gets one digest.
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{QUARANTINE_ROOT}/invalid/{digest}.quarantine"
 
 
 def lance_dataset_key(scope: Scope, dataset: str) -> str:

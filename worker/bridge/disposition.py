@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from formats.object_keys import InvalidKeyError, quarantine_key
+from formats.object_keys import quarantine_marker_key
 
 Action = Literal["delete", "dead_letter", "retry"]
 
@@ -33,17 +33,11 @@ class Disposition:
     quarantined: tuple[tuple[str, str], ...] = ()  # (marker key, reason)
 
 
-def marker_for(key: str) -> str:
-    try:
-        return quarantine_key(key)
-    except InvalidKeyError:
-        return "quarantine/invalid"  # the workflow files such keys under a digest
-
-
 def decide(results: list[ObjectResult]) -> Disposition:
     if any(r.error is not None or not r.done for r in results):
         return Disposition("retry")
-    bad = tuple((marker_for(r.key), r.quarantined) for r in results if r.quarantined)
+    # The key the quarantine activity wrote: the same function computes it.
+    bad = tuple((quarantine_marker_key(r.key), r.quarantined) for r in results if r.quarantined)
     if bad:
         return Disposition("dead_letter", bad)
     return Disposition("delete")
