@@ -73,9 +73,15 @@ class JobsEngineError(ApiError):
     title = "The workflow engine refused the request"
 
 
-# Codes of an engine that is down, overloaded or slow: the same request may succeed later.
+# Codes of an engine that is down, overloaded or slow: the same request may succeed later. A query
+# that no worker answers in time (none polls the job's task queue) ends CANCELLED.
 _TRANSIENT = frozenset(
-    {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.RESOURCE_EXHAUSTED}
+    {
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.CANCELLED,
+    }
 )
 
 
