@@ -196,6 +196,23 @@ async def project_meta_quarantined(
     return await _closed(await _meta(client, tq, key))
 
 
+def quarantined_on_retry_script() -> MetaScript:
+    """R2 done at once, R1 pending; the object fails verification from the 2nd projection on."""
+    return MetaScript({R1: RootScript(5), R2: RootScript()}, "checksum_mismatch", quarantine_from_call=2)
+
+
+async def project_meta_quarantined_on_retry(
+    client: Client, tq: str, stubs: Stubs, ns: str
+) -> WorkflowHandle[Any, Any]:
+    # history_events=1: the first projection's run hands over, so the failing re-try is the
+    # successor run's first projection (behind QUARANTINE_ON_RETRY_PATCH).
+    key = f"{ns}streams/e1/meta/000007.bamlmeta.zst"
+    stubs.metas[key] = quarantined_on_retry_script()
+    return await _closed(
+        await _meta(client, tq, key, c.ProjectMetaWorkflowInput(key, 1, QUICK, history_events=1))
+    )
+
+
 async def _pack(client: Client, tq: str, key: str) -> WorkflowHandle[Any, Any]:
     return await _closed(
         await client.start_workflow(
@@ -332,6 +349,7 @@ SCENARIOS = [
     ),
     Scenario("project_meta_deadline", ids.PROJECT_META, project_meta_deadline),
     Scenario("project_meta_quarantined", ids.PROJECT_META, project_meta_quarantined),
+    Scenario("project_meta_quarantined_on_retry", ids.PROJECT_META, project_meta_quarantined_on_retry),
     Scenario(
         "legacy_project_meta_deadline_by_delays",
         ids.PROJECT_META,

@@ -42,6 +42,7 @@ class MetaScript:
     roots: dict[str, RootScript] = field(default_factory=lambda: {"ab" * 16: RootScript()})
     quarantine: str | None = None  # reason: the object fails verification
     delay_s: float = 0.0  # each projection takes this long (deadline tests)
+    quarantine_from_call: int = 1  # the first projection (1-based) that fails verification
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Stubs:
         self.active_generation_calls = 0
         self.clean_round: dict[str, int] = {}  # erasure id -> first round whose verify is clean
         self.deleted_results: list[str] = []
+        self.quarantined: list[tuple[str, str]] = []  # (key, reason) per quarantine_object call
 
     # --- projection ---------------------------------------------------------------------------
 
@@ -77,7 +79,7 @@ class Stubs:
         self.meta_calls[inp.key].append(inp.only_roots)
         if script.delay_s:
             await asyncio.sleep(script.delay_s)
-        if script.quarantine is not None:
+        if script.quarantine is not None and len(self.meta_calls[inp.key]) >= script.quarantine_from_call:
             raise ApplicationError(
                 "meta object failed verification",
                 script.quarantine,
@@ -105,6 +107,7 @@ class Stubs:
 
     @activity.defn(name="quarantine_object")
     async def quarantine_object(self, inp: c.QuarantineInput) -> c.QuarantineResult:
+        self.quarantined.append((inp.key, inp.reason))
         return c.QuarantineResult(f"quarantine/{inp.key}.quarantine", True)
 
     # --- maintenance --------------------------------------------------------------------------

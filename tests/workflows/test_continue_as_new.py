@@ -22,6 +22,7 @@ from recordings import (
     R2,
     R3,
     pending_chain_script,
+    project_meta_quarantined_on_retry,
     project_meta_signal_after_continue_as_new,
     rebuild_continue_as_new,
     rebuild_pages,
@@ -114,6 +115,23 @@ def test_the_pending_deadline_counts_from_the_first_start_across_runs(temporal) 
     # Summing the delays would allow 8 re-tries (2.0 / 0.25); workflow time, which also counts
     # the projections, allows at most 2.0 / 0.75 + 1. A run restarting the clock would never stop.
     assert 2 <= calls <= 4 and runs == calls and elapsed < 30
+
+
+def test_a_retry_in_a_successor_run_that_fails_verification_quarantines(temporal) -> None:  # type: ignore[no-untyped-def]
+    async def body(client: Client, tq: str, stubs: Stubs, ns: str) -> Any:
+        handle = await project_meta_quarantined_on_retry(client, tq, stubs, ns)
+        (key,) = stubs.metas
+        return await handle.result(), len(await runs_of(client, handle)), stubs.quarantined, key
+
+    result, runs, quarantined, key = _live(temporal, body)
+    # Run 1 projected R2 and left R1 pending; run 2's re-try of R1 failed verification.
+    assert runs == 2
+    assert result.done and result.quarantined == "checksum_mismatch"
+    assert [(o.root_id, o.outcome, o.reason) for o in result.outcomes] == [
+        (R1, c.QUARANTINED, "checksum_mismatch"),
+        (R2, c.PROJECTED, None),
+    ]
+    assert quarantined == [(key, "checksum_mismatch")]  # the marker, written once
 
 
 def test_replay_carries_its_cursor_and_progress_reports_totals_across_runs(temporal) -> None:  # type: ignore[no-untyped-def]
