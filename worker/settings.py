@@ -23,12 +23,12 @@ from typing import ClassVar
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from formats.contracts import DEFAULT_TASK_QUEUE, Workload
 from formats.deployment_settings import DeploymentSettings, refuse_placeholder_credentials
 
 # Defaults of the embedded stack, shared with worker.stack.ports (the one place ports are laid out).
 DEFAULT_TEMPORAL_ADDRESS = "127.0.0.1:7233"
 DEFAULT_TEMPORAL_NAMESPACE = "default"
-DEFAULT_TASK_QUEUE = "baml-studio"
 DEFAULT_OBJECT_STORE_URL = "http://127.0.0.1:8702"
 DEFAULT_AWS_REGION = "us-east-1"
 DEFAULT_AWS_KEY = "test"  # moto accepts any key; production deployments set real credentials
@@ -67,7 +67,20 @@ class TemporalWorkerSettings(DeploymentSettings):
         default=DEFAULT_TEMPORAL_ADDRESS, description="Temporal frontend host:port."
     )
     temporal_namespace: str = Field(default=DEFAULT_TEMPORAL_NAMESPACE, description="Temporal namespace.")
-    task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue the worker polls.")
+    task_queue: str = Field(
+        default=DEFAULT_TASK_QUEUE,
+        description="Base task queue: projection polls it, the other workloads '<base>-<workload>'.",
+    )
+    workloads: list[Workload] = Field(
+        default_factory=lambda: list(Workload),
+        min_length=1,
+        description="Workload classes this process polls (projection, maintenance, query-jobs, erasure).",
+    )
+    maintenance_threads: int = Field(
+        default=4, ge=1, description="Maintenance activities (sweep, index, replay, rebuild) at once."
+    )
+    query_job_threads: int = Field(default=2, ge=1, description="Background query jobs at once.")
+    erasure_threads: int = Field(default=2, ge=1, description="Erasure activities at once.")
     s3_endpoint_url: str | None = Field(
         default=DEFAULT_OBJECT_STORE_URL, description="S3 endpoint; empty for AWS's default endpoint."
     )
@@ -149,7 +162,10 @@ class SqsBridgeSettings(DeploymentSettings):
         default=DEFAULT_TEMPORAL_ADDRESS, description="Temporal frontend host:port."
     )
     temporal_namespace: str = Field(default=DEFAULT_TEMPORAL_NAMESPACE, description="Temporal namespace.")
-    task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue of the workflows it starts.")
+    task_queue: str = Field(
+        default=DEFAULT_TASK_QUEUE,
+        description="Base task queue: the projection workflows it starts go to this queue itself.",
+    )
     boundary_workload_url: str | None = Field(
         default=None, description="Boundary workload API (mTLS) base URL (generation lookups)."
     )

@@ -13,6 +13,7 @@ heartbeat file (if configured) every few seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,15 +42,17 @@ from temporalio.worker import Worker
 
 from activities.erasure import ErasureActivities
 from activities.maintenance_activities import MaintenanceActivities
-from activities.runtime import Identity, build_projection_activities, tune_gc
+from activities.projection_activities import ProjectionActivities
+from activities.runtime import GenerationSwitch, Identity, build_projection_activities, tune_gc
 from activities.settings import ProjectionSettings, get_projection_settings
-from formats.contracts import ids
+from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c
 from formats.deployment_settings import ConfigurationError, reveal, stack_run_dir
 from worker.settings import TemporalWorkerSettings, get_worker_settings
 from worker.stack.health_workflow import HealthCheckWorkflow, health_check_activity
 from workflows.erasure import ErasureWorkflow
 from workflows.maintenance import WORKFLOWS, IndexAndCompactWorkflow, SweepWorkflow
+from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
 from workflows.query_job import QueryJobWorkflow
 
 log = logging.getLogger("baml_studio.temporal_worker")
@@ -114,9 +118,12 @@ async def ensure_schedule(client: Client, schedule_id: str, schedule: Schedule) 
 
 
 async def ensure_schedules(
-    client: Client, task_queue: str, identity: Identity, ps: ProjectionSettings
+    client: Client, base_queue: str, identity: Identity, ps: ProjectionSettings
 ) -> list[str]:
+    """One Sweep and one IndexAndCompact schedule per covered environment, on the maintenance queue
+    of the deployment whose base queue is ``base_queue``."""
     created: list[str] = []
+    queue = task_queue(base_queue, Workload.MAINTENANCE)
     for project_id, environment_id in identity.environments:
         scope = c.ScopeRef(identity.tenant_id, project_id, environment_id)
         sweep_id = ids.sweep_schedule_id(identity.tenant_id, project_id, environment_id)
@@ -125,7 +132,7 @@ async def ensure_schedules(
             sweep_id,
             _schedule(
                 ScheduleActionStartWorkflow(
-                    SweepWorkflow.run, c.SweepInput(scope), id=sweep_id, task_queue=task_queue
+                    SweepWorkflow.run, c.SweepInput(scope), id=sweep_id, task_queue=queue
                 ),
                 ps.sweep_interval_s,
             ),
@@ -136,7 +143,7 @@ async def ensure_schedules(
             index_id,
             _schedule(
                 ScheduleActionStartWorkflow(
-                    IndexAndCompactWorkflow.run, c.IndexInput(scope), id=index_id, task_queue=task_queue
+                    IndexAndCompactWorkflow.run, c.IndexInput(scope), id=index_id, task_queue=queue
                 ),
                 ps.index_interval_s,
             ),
@@ -156,25 +163,82 @@ def query_job_activities() -> list[Any]:
     return [acts.run_query_job, acts.delete_query_job_result]
 
 
+@dataclass
+class WorkloadRoom:
+    """What one workload class's worker registers, and its own activity slots."""
+
+    workflows: list[Any]
+    activities: list[Any]
+    threads: int
+
+
+def workload_rooms(
+    settings: TemporalWorkerSettings,
+    ps: ProjectionSettings,
+    acts: ProjectionActivities,
+    switch: GenerationSwitch,
+) -> dict[Workload, WorkloadRoom]:
+    """The rooms of the workloads ``settings.workloads`` names, from the projection's clients."""
+    chosen = set(settings.workloads)
+    projection = acts.activities()
+    rooms: dict[Workload, WorkloadRoom] = {}
+    if Workload.PROJECTION in chosen:
+        rooms[Workload.PROJECTION] = WorkloadRoom(
+            [ProjectMetaObjectWorkflow, IngestValuePackWorkflow], projection, ps.activity_threads
+        )
+    if Workload.MAINTENANCE in chosen:
+        # A rebuild's children (ProjectMetaObject, IngestValuePack) run on the rebuild's own queue,
+        # so a rebuild of a whole environment never takes the live projection's slots.
+        rooms[Workload.MAINTENANCE] = WorkloadRoom(
+            list(WORKFLOWS),
+            [*projection, *MaintenanceActivities(acts).activities(), switch.switch_generation],
+            settings.maintenance_threads,
+        )
+    if Workload.ERASURE in chosen:
+        # Erasures share the projection's clients (docs/erasure.md).
+        erasure = ErasureActivities(
+            s3=acts.s3,
+            bucket=acts.bucket,
+            boundary=acts.sink.client,  # type: ignore[attr-defined]
+            lance=acts.lance,
+        ).activities()
+        rooms[Workload.ERASURE] = WorkloadRoom([ErasureWorkflow], erasure, settings.erasure_threads)
+    if Workload.QUERY_JOBS in chosen:
+        rooms[Workload.QUERY_JOBS] = WorkloadRoom(
+            [QueryJobWorkflow], query_job_activities(), settings.query_job_threads
+        )
+    if Workload.PROJECTION in rooms:
+        # Releases before the split ran every family on the base queue, which projection keeps:
+        # its worker also takes the other families this process runs, so their runs started there
+        # finish. Today's starters send them to their own queues.
+        room = rooms[Workload.PROJECTION]
+        for other in rooms.values():
+            room.workflows += [w for w in other.workflows if w not in room.workflows]
+            room.activities += [a for a in other.activities if a not in room.activities]
+    return rooms
+
+
 def build_worker(
     client: Client,
     task_queue: str,
     projection_activities: list[Any],
     *,
     max_threads: int = 8,
+    workflows: list[Any] | None = None,
 ) -> Worker:
-    """The worker with HealthCheck plus, when given, the projection workflows and activities."""
-    workflows: list[Any] = [HealthCheckWorkflow]
+    """A worker on ``task_queue`` with HealthCheck plus the given activities and ``workflows``
+    (by default every workflow but the health check: the tests' one-queue worker)."""
+    registered: list[Any] = [HealthCheckWorkflow]
     activities: list[Any] = [health_check_activity]
     executor = None
     if projection_activities:
-        workflows += [*WORKFLOWS, ErasureWorkflow, QueryJobWorkflow]
+        registered += workflows if workflows is not None else [*WORKFLOWS, ErasureWorkflow, QueryJobWorkflow]
         activities += projection_activities
-        executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="activity")
+        executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix=f"activity-{task_queue}")
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=workflows,
+        workflows=registered,
         activities=activities,
         activity_executor=executor,
         max_concurrent_activities=max_threads if executor else None,
@@ -189,27 +253,31 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     identity = resolve_identity(ps)
-    projection: list[Any] = []
     built = build_projection_activities(settings, ps, identity) if identity is not None else None
     if identity is None:
         log.warning("%s", missing_identity_message(ps))
+    workers: list[Worker] = []
     if built is not None and identity is not None:
         acts, switch = built
-        projection = [*acts.activities(), *MaintenanceActivities(acts).activities(), switch.switch_generation]
-        # Erasures share the projection's clients (docs/erasure.md).
-        projection += ErasureActivities(
-            s3=acts.s3,
-            bucket=acts.bucket,
-            boundary=acts.sink.client,  # type: ignore[attr-defined]
-            lance=acts.lance,
-        ).activities()
-        projection += query_job_activities()
-        names = await ensure_schedules(client, settings.task_queue, identity, ps)
-        log.info("schedules ensured: %d", len(names))
-    worker = build_worker(client, settings.task_queue, projection, max_threads=ps.activity_threads)
+        for workload, room in workload_rooms(settings, ps, acts, switch).items():
+            queue = task_queue(settings.task_queue, workload)
+            workers.append(
+                build_worker(
+                    client, queue, room.activities, max_threads=room.threads, workflows=room.workflows
+                )
+            )
+            log.info("polling task queue %s (%s, %d slots)", queue, workload.value, room.threads)
+        if Workload.MAINTENANCE in settings.workloads:
+            names = await ensure_schedules(client, settings.task_queue, identity, ps)
+            log.info("schedules ensured: %d", len(names))
+    else:
+        # Only the health check: it proves the worker answers before the deployment exists.
+        workers.append(build_worker(client, settings.task_queue, []))
     tune_gc()
-    log.info("polling task queue %s on %s", settings.task_queue, settings.temporal_address)
-    async with worker:
+    log.info("worker on %s: %d task queues", settings.temporal_address, len(workers))
+    async with contextlib.AsyncExitStack() as running:
+        for w in workers:
+            await running.enter_async_context(w)
         beat = (
             asyncio.create_task(
                 _heartbeat(settings.heartbeat_file, settings.heartbeat_interval_s, settings.task_queue)

@@ -49,6 +49,7 @@ from api.coordinator.routes_query import plan_error
 from api.coordinator.user_auth import Caller, QueryCaller, Runtime
 from formats import query_output as qo
 from formats.contracts import query_job as qj
+from formats.contracts import task_queue
 
 router = APIRouter(tags=["query-jobs"])
 
@@ -257,7 +258,7 @@ async def create_query_job(
             qj.QUERY_JOB_WORKFLOW,
             inp,
             id=job_id,
-            task_queue=runtime.settings.task_queue,
+            task_queue=task_queue(runtime.settings.task_queue, qj.WORKLOAD),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )

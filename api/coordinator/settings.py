@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from formats.contracts import DEFAULT_TASK_QUEUE
 from formats.deployment_settings import refuse_placeholder_credentials
 
 
@@ -30,7 +31,10 @@ class CoordinatorSettings(BaseSettings):
         default="127.0.0.1:7233", description="Temporal frontend host:port (query jobs)."
     )
     temporal_namespace: str = Field(default="default", description="Temporal namespace.")
-    task_queue: str = Field(default="baml-studio", description="Task queue of the workflows it starts.")
+    task_queue: str = Field(
+        default=DEFAULT_TASK_QUEUE,
+        description="Base task queue of the deployment (the workflows it starts go to '<base>-<workload>').",
+    )
     boundary_workload_url: str = Field(
         default="https://127.0.0.1:8711", description="Boundary workload API (mTLS) base URL."
     )

@@ -25,7 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api.common.errors import BadRequest, IdempotencyConflict, NotFound, ServiceUnavailable, problem_responses
 from api.common.idempotency import request_digest, validate_key
 from api.gateway.deps import EraseCaller, ErasureCaller, Runtime, Temporal
-from formats.contracts import ScopeRef
+from formats.contracts import ScopeRef, task_queue
 from formats.contracts import erasure as e
 
 _log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ async def create_erasure(
             inp,
             result_type=e.ErasureStatus,
             id=wf_id,
-            task_queue=runtime.settings.task_queue,
+            task_queue=task_queue(runtime.settings.task_queue, e.WORKLOAD),
             memo=memo,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from formats.contracts import DEFAULT_TASK_QUEUE
 from formats.deployment_settings import refuse_placeholder_credentials
 
 
@@ -111,7 +112,10 @@ class GatewaySettings(BaseSettings):
         default="127.0.0.1:7233", description="Temporal frontend host:port (erasures)."
     )
     temporal_namespace: str = Field(default="default", description="Temporal namespace.")
-    task_queue: str = Field(default="baml-studio", description="Task queue of the workflows it starts.")
+    task_queue: str = Field(
+        default=DEFAULT_TASK_QUEUE,
+        description="Base task queue of the deployment (the workflows it starts go to '<base>-<workload>').",
+    )
 
     def bucket_for(self, environment_id: str) -> str | None:
         """The bucket holding ``environment_id``'s evidence, or None when it has none here."""

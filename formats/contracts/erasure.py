@@ -6,9 +6,10 @@ Shared by the gateway (the starter), the workflow and the activities (formats/co
 from dataclasses import dataclass, field
 from typing import Any
 
-from formats.contracts import DEFAULT_TASK_QUEUE, ScopeRef
+from formats.contracts import DEFAULT_TASK_QUEUE, ScopeRef, Workload, task_queue
 
-TASK_QUEUE = DEFAULT_TASK_QUEUE
+WORKLOAD = Workload.ERASURE
+TASK_QUEUE = task_queue(DEFAULT_TASK_QUEUE, WORKLOAD)  # with the default base
 ERASURE_WORKFLOW = "Erasure"
 STATUS_QUERY = "status"  # the workflow's query answering ErasureStatus
 

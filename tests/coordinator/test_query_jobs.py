@@ -30,6 +30,8 @@ from api.coordinator.app import create_app
 from api.coordinator.runtime import CoordinatorRuntime
 from api.dataplane.boundary_client import BoundaryClient
 from formats import query_output as qo
+from formats.contracts import Workload
+from formats.contracts import task_queue as queue_of
 from workflows.query_job import QueryJobWorkflow
 
 BUCKET = "coord-jobs"
@@ -107,7 +109,8 @@ def jobs(runtime: CoordinatorRuntime, boundary: BoundaryServer) -> Iterator[Jobs
             async with (
                 Worker(
                     env.client,
-                    task_queue=task_queue,
+                    # The coordinator starts jobs on the query-jobs queue derived from its base queue.
+                    task_queue=queue_of(task_queue, Workload.QUERY_JOBS),
                     workflows=[QueryJobWorkflow],
                     activities=[acts.run_query_job, acts.delete_query_job_result],
                     activity_executor=ThreadPoolExecutor(4),

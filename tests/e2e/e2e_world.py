@@ -146,7 +146,9 @@ class World:
 
         from temporalio.client import Client
 
+        from formats.contracts import Workload
         from formats.contracts import projection as c
+        from formats.contracts import task_queue as queue_of
         from workflows.maintenance import SweepWorkflow
 
         async def run() -> None:
@@ -156,7 +158,7 @@ class World:
                 SweepWorkflow.run,
                 c.SweepInput(scope, silence_limit_s=silence_limit_s),
                 id=f"sweep-test-{time.time_ns()}",
-                task_queue=self.state.task_queue,
+                task_queue=queue_of(self.state.task_queue, Workload.MAINTENANCE),
             )
 
         asyncio.run(run())

@@ -17,8 +17,9 @@ from e2e_world import World, wait_for
 from temporalio.client import Client
 
 from formats import meta_segment as ms
-from formats.contracts import ids
+from formats.contracts import Workload, ids
 from formats.contracts import projection as c
+from formats.contracts import task_queue as queue_of
 from formats.integrity import verify_trailer
 from formats.object_keys import data_segment_key, meta_segment_key, parse_evidence_key
 from formats.zstd_frame import compress_object, decompress_object
@@ -88,7 +89,7 @@ def test_stream_without_root_ended(world: World, tmp_path: Path) -> None:
             SweepWorkflow.run,
             c.SweepInput(scope, silence_limit_s=1.0),
             id=f"sweep-test-{time.time_ns()}",
-            task_queue=world.state.task_queue,
+            task_queue=queue_of(world.state.task_queue, Workload.MAINTENANCE),
         )
 
     result = asyncio.run(sweep())

@@ -22,7 +22,9 @@ from api.gateway.app import create_app
 from api.gateway.runtime import GatewayRuntime
 from api.gateway.settings import GatewaySettings
 from formats import object_keys
+from formats.contracts import Workload
 from formats.contracts import projection as c
+from formats.contracts import task_queue as queue_of
 from workflows.erasure import ErasureWorkflow
 
 
@@ -96,7 +98,8 @@ def run_worker(temporal: Any, eworld: Any, tq: str, body: Any) -> Any:
         with ThreadPoolExecutor(max_workers=8) as pool:
             async with Worker(
                 client,
-                task_queue=tq,
+                # The gateway starts erasures on the erasure queue derived from its base queue.
+                task_queue=queue_of(tq, Workload.ERASURE),
                 workflows=[ErasureWorkflow],
                 activities=eworld.erasure.activities(),
                 activity_executor=pool,

@@ -22,8 +22,9 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from activities.runtime import Identity
 from activities.settings import ProjectionSettings
 from formats import meta_segment as ms
-from formats.contracts import ids
+from formats.contracts import Workload, ids
 from formats.contracts import projection as c
+from formats.contracts import task_queue as queue_of
 from formats.zstd_frame import decompress_object
 from worker.temporal_worker import build_worker, ensure_schedules
 from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkflow
@@ -157,7 +158,9 @@ def _root_ended_count(key: str, body: bytes) -> int:
     return sum(isinstance(r, ms.RootEnded) for r in seg.records)
 
 
-def _worker_process(temporal: Any, world: Any, tq: str, log: Path) -> subprocess.Popen[bytes]:
+def _worker_process(
+    temporal: Any, world: Any, tq: str, log: Path, extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     b = world.boundary
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAML_STUDIO_")}
     env |= {
@@ -172,6 +175,7 @@ def _worker_process(temporal: Any, world: Any, tq: str, log: Path) -> subprocess
         "BAML_STUDIO_PROJECTION_TENANT_ID": b.scope.tenant_id,
         "BAML_STUDIO_STACK_RUN_DIR": str(log.parent / "no-stack"),
         "BAML_STUDIO_EMBEDDED_STACK": "1",  # moto's placeholder keys, as in the embedded stack
+        **(extra or {}),
     }
     out = open(log, "ab")  # noqa: SIM115
     return subprocess.Popen(
@@ -238,3 +242,75 @@ def test_worker_killed_mid_activity_is_completed_by_redelivery(temporal, world, 
     assert ledger.num_rows == len(set(ledger["row_id"].to_pylist()))
     leaves = world.lance.read(world.scope, "value_leaves_v1", columns=["row_id"])
     assert leaves.num_rows == len(set(leaves["row_id"].to_pylist()))
+
+
+async def _workflow_pollers(client: Client, queue: str) -> int:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    resp = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return len(resp.pollers)
+
+
+def test_worker_process_polls_one_queue_per_workload(temporal, world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each workload class has its own queue (and so its own slots); a process may run a subset."""
+    corpus = make_corpus(tmp_path, world.scope, executions=4)
+    put_all(world, corpus)
+    every, only = f"tq-{uuid.uuid4().hex[:8]}", f"tq-{uuid.uuid4().hex[:8]}"
+    queues = {w: queue_of(every, w) for w in Workload}
+    assert len(set(queues.values())) == 4 and queues[Workload.PROJECTION] == every
+
+    async def main() -> tuple[dict[Workload, int], dict[Workload, int], c.WorkflowOutcomes]:
+        client = await Client.connect(temporal.address)
+        log = tmp_path / "worker.log"
+        procs = [
+            _worker_process(temporal, world, every, log),
+            _worker_process(temporal, world, only, log, {"BAML_STUDIO_WORKER_WORKLOADS": '["maintenance"]'}),
+        ]
+        try:
+            deadline = time.monotonic() + 60
+            polled: dict[Workload, int] = {}
+            while time.monotonic() < deadline:
+                polled = {w: await _workflow_pollers(client, q) for w, q in queues.items()}
+                if all(polled.values()) and await _workflow_pollers(
+                    client, queue_of(only, Workload.MAINTENANCE)
+                ):
+                    break
+                await asyncio.sleep(0.3)
+            # The bridge's start (the base queue) projects; a sweep runs on the maintenance queue.
+            for k in corpus.up.pack_keys:
+                assert (await (await start_pack(client, every, k)).result()).done
+            projected = await (await start_meta(client, every, corpus.up.meta_keys[-1])).result()
+            scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
+            swept = await client.execute_workflow(
+                ids.SWEEP,
+                c.SweepInput(scope),
+                id=f"sweep-{only}",
+                task_queue=queue_of(only, Workload.MAINTENANCE),
+                result_type=c.SweepResult,
+            )
+            assert swept.streams_checked >= 1
+            subset = {w: await _workflow_pollers(client, queue_of(only, w)) for w in Workload}
+            return polled, subset, projected
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(15)
+
+    polled, subset, projected = asyncio.run(main())
+    assert all(polled.values()), polled
+    assert subset == {
+        Workload.PROJECTION: 0,
+        Workload.MAINTENANCE: 1,
+        Workload.QUERY_JOBS: 0,
+        Workload.ERASURE: 0,
+    }
+    assert projected.done

@@ -76,8 +76,9 @@ async def _start_replays(
     from temporalio.client import Client
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-    from formats.contracts import ids
+    from formats.contracts import Workload, ids
     from formats.contracts import projection as c
+    from formats.contracts import task_queue as queue_of
 
     client = await Client.connect(address, namespace=namespace)
     started = []
@@ -87,7 +88,7 @@ async def _start_replays(
             ids.REPLAY,
             c.ReplayInput(c.ScopeRef(tenant, project, environment)),
             id=wid,
-            task_queue=task_queue,
+            task_queue=queue_of(task_queue, Workload.MAINTENANCE),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
