@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, overload
 
 import typer
 from pydantic import SecretStr
@@ -27,7 +27,7 @@ from rich.table import Table
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-from api.dataplane.aws import object_store_client
+from api.dataplane.aws import Service, object_store_client
 from formats.contracts import ids
 from formats.contracts import projection as c
 from formats.deployment_settings import reveal
@@ -37,6 +37,11 @@ from worker.bridge.routing import kind_of
 from worker.cli_control import EXIT_CONFIGURATION
 from worker.settings import OpsCliSettings
 from worker.stack.state import resolve_run_dir
+
+if TYPE_CHECKING:  # boto3-stubs is a dev dependency
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectTypeDef
+    from mypy_boto3_sqs import SQSClient
 
 RunDir = Annotated[
     Path | None,
@@ -71,7 +76,11 @@ class Deployment:
     project_id: str
     environments: list[str]
 
-    def client(self, service: str) -> Any:
+    @overload
+    def client(self, service: Literal["s3"]) -> S3Client: ...
+    @overload
+    def client(self, service: Literal["sqs"]) -> SQSClient: ...
+    def client(self, service: Service) -> S3Client | SQSClient:
         return object_store_client(self, service)
 
     def scope(self, environment_id: str) -> c.ScopeRef:
@@ -123,12 +132,12 @@ def load_deployment(run_dir: Path | None, environments: list[str] | None = None)
 # --- status --------------------------------------------------------------------------------
 
 
-def _list(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+def _list(s3: S3Client, bucket: str, prefix: str) -> Iterator[ObjectTypeDef]:
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         yield from page.get("Contents", [])
 
 
-def quarantined_keys(s3: Any, bucket: str, scope: c.ScopeRef) -> dict[str, dict[str, Any]]:
+def quarantined_keys(s3: S3Client, bucket: str, scope: c.ScopeRef) -> dict[str, dict[str, Any]]:
     """original key -> marker document, for every marker of this scope."""
     from formats import object_keys
 
@@ -151,7 +160,7 @@ def _scope(ref: c.ScopeRef) -> Any:
     return Scope(ref.tenant_id, ref.project_id, ref.environment_id)
 
 
-def meta_summaries(s3: Any, bucket: str, scope: c.ScopeRef, quarantined: set[str]) -> list[MetaSummary]:
+def meta_summaries(s3: S3Client, bucket: str, scope: c.ScopeRef, quarantined: set[str]) -> list[MetaSummary]:
     from activities.evidence_reader import EvidenceReader
     from formats import meta_segment as ms
     from formats import object_keys
@@ -209,7 +218,7 @@ def ledger_rows(dep: Deployment, scope: c.ScopeRef, generation: int) -> dict[str
     }
 
 
-def _queue(sqs: Any, url: str | None) -> dict[str, int] | None:
+def _queue(sqs: SQSClient, url: str | None) -> dict[str, int] | None:
     if not url:
         return None
     from worker.sqs_bridge import queue_counts

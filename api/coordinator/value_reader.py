@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import lance
 
@@ -32,6 +32,9 @@ from formats import cas, value_json, zstd_frame
 from formats.errors import FormatError
 from formats.object_keys import Scope, large_value_key
 from formats.value_codec import decode_value
+
+if TYPE_CHECKING:  # boto3-stubs is a dev dependency
+    from mypy_boto3_s3 import S3Client
 
 _IN_CHUNK = 500
 _RENDER_CACHE_CHARS = 64 << 20
@@ -46,7 +49,7 @@ class ObjectSource(Protocol):
 class S3Objects:
     """The evidence bucket through a boto3 client."""
 
-    def __init__(self, client: Any, bucket: str) -> None:
+    def __init__(self, client: S3Client, bucket: str) -> None:
         self.client = client
         self.bucket = bucket
 

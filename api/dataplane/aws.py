@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 import boto3
 from botocore.config import Config
@@ -10,9 +10,54 @@ from pydantic import SecretStr
 
 from formats.deployment_settings import reveal
 
+if TYPE_CHECKING:  # boto3-stubs is a dev dependency: the types exist for mypy only
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
 
+Service = Literal["s3", "sqs"]
+
+
+@overload
 def aws_client(
-    service: str,
+    service: Literal["s3"],
+    endpoint_url: str | None,
+    region: str,
+    key_id: str,
+    secret: str | SecretStr,
+    *,
+    read_timeout: float = ...,
+    connect_timeout: float = ...,
+    max_attempts: int = ...,
+    max_pool_connections: int = ...,
+) -> S3Client: ...
+@overload
+def aws_client(
+    service: Literal["sqs"],
+    endpoint_url: str | None,
+    region: str,
+    key_id: str,
+    secret: str | SecretStr,
+    *,
+    read_timeout: float = ...,
+    connect_timeout: float = ...,
+    max_attempts: int = ...,
+    max_pool_connections: int = ...,
+) -> SQSClient: ...
+@overload
+def aws_client(
+    service: Service,
+    endpoint_url: str | None,
+    region: str,
+    key_id: str,
+    secret: str | SecretStr,
+    *,
+    read_timeout: float = ...,
+    connect_timeout: float = ...,
+    max_attempts: int = ...,
+    max_pool_connections: int = ...,
+) -> S3Client | SQSClient: ...
+def aws_client(
+    service: Service,
     endpoint_url: str | None,
     region: str,
     key_id: str,
@@ -22,27 +67,37 @@ def aws_client(
     connect_timeout: float = 2,
     max_attempts: int = 2,
     max_pool_connections: int = 10,
-) -> Any:
-    """A boto3 client (an empty ``endpoint_url`` means AWS's default endpoint).
+) -> S3Client | SQSClient:
+    """A boto3 client (an empty ``endpoint_url`` means AWS's default endpoint), typed by its service.
 
     A long-polling SQS consumer must pass a ``read_timeout`` above its wait time; a client shared by
     worker threads needs ``max_pool_connections`` at least its thread count (else urllib3 discards
     and reopens connections).
     """
-    make: Any = boto3.client  # the stubs type each service separately; callers get Any either way
-    return make(
-        service,
+    config = Config(
+        signature_version="s3v4" if service == "s3" else None,
+        retries={"max_attempts": max_attempts, "mode": "standard"},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        max_pool_connections=max_pool_connections,
+    )
+    # One call per service: the stubs type boto3.client by its literal service name.
+    if service == "s3":
+        return boto3.client(
+            "s3",
+            endpoint_url=endpoint_url or None,
+            region_name=region,
+            aws_access_key_id=key_id,
+            aws_secret_access_key=reveal(secret),
+            config=config,
+        )
+    return boto3.client(
+        "sqs",
         endpoint_url=endpoint_url or None,
         region_name=region,
         aws_access_key_id=key_id,
         aws_secret_access_key=reveal(secret),
-        config=Config(
-            signature_version="s3v4" if service == "s3" else None,
-            retries={"max_attempts": max_attempts, "mode": "standard"},
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            max_pool_connections=max_pool_connections,
-        ),
+        config=config,
     )
 
 
@@ -59,7 +114,13 @@ class ObjectStoreAccess(Protocol):
     def aws_secret_access_key(self) -> str | SecretStr: ...
 
 
-def object_store_client(access: ObjectStoreAccess, service: str = "s3") -> Any:
+@overload
+def object_store_client(access: ObjectStoreAccess, service: Literal["s3"] = ...) -> S3Client: ...
+@overload
+def object_store_client(access: ObjectStoreAccess, service: Literal["sqs"]) -> SQSClient: ...
+@overload
+def object_store_client(access: ObjectStoreAccess, service: Service) -> S3Client | SQSClient: ...
+def object_store_client(access: ObjectStoreAccess, service: Service = "s3") -> S3Client | SQSClient:
     """The client of a worker-side process: shared by its threads, reading values up to 16 MiB."""
     return aws_client(
         service,

@@ -19,7 +19,7 @@ import hashlib
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -28,6 +28,9 @@ from api.dataplane.aws import aws_client
 from api.gateway.object_plan import StoredObject, full_object_sha256
 from api.gateway.settings import GatewaySettings
 from formats import upload_wire as uw
+
+if TYPE_CHECKING:  # boto3-stubs is a dev dependency
+    from mypy_boto3_s3 import S3Client
 
 HEADER_SDK_CHECKSUM_ALGORITHM = "x-amz-sdk-checksum-algorithm"
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound"})
@@ -50,7 +53,7 @@ def required_headers(size_bytes: int, checksum_hex: str) -> dict[str, str]:
     return {**uw.required_headers_for(size_bytes, checksum_hex), HEADER_SDK_CHECKSUM_ALGORITHM: "SHA256"}
 
 
-def _client(settings: GatewaySettings, endpoint_url: str | None) -> Any:
+def _client(settings: GatewaySettings, endpoint_url: str | None) -> S3Client:
     return aws_client(
         "s3",
         endpoint_url,

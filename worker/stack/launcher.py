@@ -318,10 +318,8 @@ class Launcher:
             visibility_timeout_s=self.settings.queue_visibility_timeout_s,
             max_receive_count=self.settings.max_receive_count,
         )
-        client: Callable[[str], object] = lambda service: aws_client(  # noqa: E731
-            service, s.s3_endpoint_url, s.aws_region, s.aws_access_key_id, s.aws_secret_access_key
-        )
-        made = set_up_object_store(client("s3"), client("sqs"), layout)
+        access = (s.s3_endpoint_url, s.aws_region, s.aws_access_key_id, s.aws_secret_access_key)
+        made = set_up_object_store(aws_client("s3", *access), aws_client("sqs", *access), layout)
         s.queue_url, s.dead_letter_queue_url = made.queue_url, made.dead_letter_queue_url
 
     def _refill_queue(self) -> None:

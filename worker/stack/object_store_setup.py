@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # boto3-stubs is a dev dependency
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import QueueConfigurationTypeDef
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
 
 NOTIFIED_SUFFIXES = (".bamlmeta.zst", ".bamlpack.zst")
 
@@ -32,7 +38,7 @@ class ObjectStoreResources:
     dead_letter_queue_arn: str
 
 
-def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
+def _queue(sqs: SQSClient, name: str, attributes: dict[QueueAttributeNameType, str]) -> tuple[str, str]:
     url: str = sqs.create_queue(QueueName=name)["QueueUrl"]
     if attributes:
         sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
@@ -40,7 +46,7 @@ def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
     return url, arn
 
 
-def _drain_test_events(sqs: Any, queue_url: str) -> int:
+def _drain_test_events(sqs: SQSClient, queue_url: str) -> int:
     drained = 0
     while True:
         messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
@@ -59,7 +65,7 @@ def _drain_test_events(sqs: Any, queue_url: str) -> int:
             return drained
 
 
-def set_up_object_store(s3: Any, sqs: Any, layout: ObjectStoreLayout) -> ObjectStoreResources:
+def set_up_object_store(s3: S3Client, sqs: SQSClient, layout: ObjectStoreLayout) -> ObjectStoreResources:
     """Bucket with versioning, projection queue + DLQ with a redrive policy, notifications, no TestEvent."""
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
     if layout.bucket not in existing:
@@ -78,7 +84,7 @@ def set_up_object_store(s3: Any, sqs: Any, layout: ObjectStoreLayout) -> ObjectS
         },
     )
 
-    wanted: list[dict[str, Any]] = [
+    wanted: list[QueueConfigurationTypeDef] = [
         {
             "Id": f"projection{suffix.replace('.', '-')}",
             "QueueArn": queue_arn,
