@@ -14,7 +14,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
 import pyarrow as pa
@@ -34,6 +34,9 @@ from api.dataplane.lance_store import LanceStore
 from formats import boundary_wire as w
 from formats import query_output as qo
 from formats.object_keys import Scope
+
+if TYPE_CHECKING:  # boto3-stubs is a dev dependency
+    from mypy_boto3_s3 import S3Client
 
 _log = logging.getLogger("baml_studio.coordinator")
 BOUNDARY_FAILURES = (BoundaryError, httpx.HTTPError, ValidationError, OSError, RuntimeError)
@@ -129,13 +132,13 @@ class CoordinatorRuntime:
         *,
         boundary: BoundaryClient | None = None,
         lance: LanceStore | None = None,
-        s3: Any = None,
+        s3: S3Client | None = None,
     ) -> None:
         self.settings = settings
         self._boundary = boundary
         self._lock = threading.Lock()
         self.lance = lance or build_lance_store(settings)
-        self._s3: Any = s3
+        self._s3 = s3
         self.value_cache = (
             DiskValueCache(settings.value_cache_dir, settings.value_cache_bytes)
             if settings.value_cache_dir is not None
@@ -150,7 +153,7 @@ class CoordinatorRuntime:
         return S3Objects(self.s3, self.settings.bucket)
 
     @property
-    def s3(self) -> Any:
+    def s3(self) -> S3Client:
         """boto3 S3 client of the bucket (job results under temporary/v1/)."""
         with self._lock:
             if self._s3 is None:
