@@ -38,7 +38,9 @@ from temporalio.client import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
+from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
 from activities.erasure import ErasureActivities
 from activities.maintenance_activities import MaintenanceActivities
@@ -56,6 +58,14 @@ from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkf
 from workflows.query_job import QueryJobWorkflow
 
 log = logging.getLogger("baml_studio.temporal_worker")
+_TRANSIENT = frozenset(
+    {
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.CANCELLED,
+    }
+)
 
 
 def write_heartbeat(path: Path, payload: dict[str, object]) -> None:
@@ -150,6 +160,32 @@ async def ensure_schedules(
         )
         created += [sweep_id, index_id]
     return created
+
+
+async def keep_ensuring_schedules(
+    client: Client, base_queue: str, identity: Identity, ps: ProjectionSettings, *, max_wait_s: float = 60.0
+) -> list[str]:
+    """:func:`ensure_schedules` until it succeeds, with capped exponential backoff: Temporal timing
+    out or unavailable is retried; anything else (a refused definition, a bug) ends the task
+    loudly (:func:`_log_failure`)."""
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(lambda e: isinstance(e, RPCError) and e.status in _TRANSIENT),
+        wait=wait_exponential_jitter(initial=1.0, max=max_wait_s),
+        before_sleep=lambda state: log.warning(
+            "schedules not ensured yet (attempt %d): %s; retrying",
+            state.attempt_number,
+            type(state.outcome.exception()).__name__ if state.outcome else "?",
+        ),
+    ):
+        with attempt:
+            names = await ensure_schedules(client, base_queue, identity, ps)
+    log.info("schedules ensured: %d", len(names))
+    return names
+
+
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task failed", exc_info=task.exception())
 
 
 def query_job_activities() -> list[Any]:
@@ -257,6 +293,7 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
     if identity is None:
         log.warning("%s", missing_identity_message(ps))
     workers: list[Worker] = []
+    background: list[asyncio.Task[Any]] = []
     if built is not None and identity is not None:
         acts, switch = built
         for workload, room in workload_rooms(settings, ps, acts, switch).items():
@@ -268,8 +305,11 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
             )
             log.info("polling task queue %s (%s, %d slots)", queue, workload.value, room.threads)
         if Workload.MAINTENANCE in settings.workloads:
-            names = await ensure_schedules(client, settings.task_queue, identity, ps)
-            log.info("schedules ensured: %d", len(names))
+            # Beside the polling, not before it: a restart under load whose schedule update times
+            # out must still poll (the schedules of the previous start keep ticking meanwhile).
+            ensuring = asyncio.create_task(keep_ensuring_schedules(client, settings.task_queue, identity, ps))
+            ensuring.add_done_callback(_log_failure)
+            background.append(ensuring)
     else:
         # Only the health check: it proves the worker answers before the deployment exists.
         workers.append(build_worker(client, settings.task_queue, []))
@@ -286,8 +326,8 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
             else None
         )
         await stop.wait()
-        if beat:
-            beat.cancel()
+        for task in [*background, *([beat] if beat else [])]:
+            task.cancel()
     log.info("stopped")
 
 

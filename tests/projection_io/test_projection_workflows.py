@@ -15,7 +15,7 @@ from typing import Any
 
 from corpus import make_corpus, put_all, root_rows_in_clickhouse
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, ScheduleActionStartWorkflow, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -151,6 +151,49 @@ def test_schedules_are_created_idempotently(temporal, world) -> None:  # type: i
 
     names = asyncio.run(main())
     assert names == [f"sweep/t1/p1/{env}", f"index/t1/p1/{env}"]
+
+
+class _TimesOutOnce:
+    """The real Temporal client, except that its first ``create_schedule`` times out the way a
+    loaded frontend answers (RPCError DEADLINE_EXCEEDED, "Timeout expired")."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self.failed = 0
+
+    async def create_schedule(self, *args: Any, **kwargs: Any) -> Any:
+        from temporalio.service import RPCError, RPCStatusCode
+
+        if not self.failed:
+            self.failed += 1
+            raise RPCError("Timeout expired", RPCStatusCode.DEADLINE_EXCEEDED, b"")
+        return await self._client.create_schedule(*args, **kwargs)
+
+    def get_schedule_handle(self, schedule_id: str) -> Any:
+        return self._client.get_schedule_handle(schedule_id)
+
+
+def test_schedules_are_ensured_again_after_a_timeout(temporal, world) -> None:  # type: ignore[no-untyped-def]
+    """A worker restarted under load must not exit when its schedule update times out."""
+    from worker.temporal_worker import keep_ensuring_schedules
+
+    env = f"env-{uuid.uuid4().hex[:6]}"
+    identity = Identity("dep", "cell", "t1", (("p1", env),), None, None, None)
+
+    async def main() -> tuple[list[str], int, str]:
+        real = await Client.connect(temporal.address)
+        flaky = _TimesOutOnce(real)
+        names = await keep_ensuring_schedules(flaky, "tq", identity, ProjectionSettings(), max_wait_s=0.2)  # type: ignore[arg-type]
+        desc = await real.get_schedule_handle(names[0]).describe()
+        for sid in names:
+            await real.get_schedule_handle(sid).delete()
+        action = desc.schedule.action
+        assert isinstance(action, ScheduleActionStartWorkflow)
+        return names, flaky.failed, action.task_queue
+
+    names, failed, queue = asyncio.run(main())
+    assert failed == 1 and names == [f"sweep/t1/p1/{env}", f"index/t1/p1/{env}"]
+    assert queue == queue_of("tq", Workload.MAINTENANCE)  # the schedules start maintenance work
 
 
 def _root_ended_count(key: str, body: bytes) -> int:
