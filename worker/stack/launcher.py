@@ -423,7 +423,9 @@ class Launcher:
                 self.state.parts[name].status = "restarting"
                 self._save()
                 try:
-                    sup.restart(part, 30.0, lambda n: self._mark(n, "up"))
+                    # A restart happens under load (that is often why the part died): it gets the
+                    # start-up's own time to become healthy, not a shorter fixed one.
+                    sup.restart(part, self.settings.startup_timeout_s, lambda n: self._mark(n, "up"))
                 except PartFailed:
                     self.state.parts[name].status = "failed"
                     raise
