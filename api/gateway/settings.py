@@ -97,11 +97,13 @@ class GatewaySettings(BaseSettings):
     )
 
     # --- request limits ---------------------------------------------------------------------------
+    # A publisher token is per environment, so every process of a fleet shares it: each ships a
+    # flush a second (about 1-2 requests), and the default leaves room for ~100 processes.
     rate_limit_per_second: float = Field(
-        default=20.0, gt=0, description="Sustained requests per second per token."
+        default=200.0, gt=0, description="Sustained requests per second per token (all its processes)."
     )
     rate_limit_burst: int = Field(
-        default=40, ge=1, description="Requests a token may make at once (bucket size)."
+        default=400, ge=1, description="Requests a token may make at once (bucket size)."
     )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest authorize body accepted (413 above it)."
