@@ -12,6 +12,7 @@ whose verification finds anything left is repeated (a concurrent write raced it)
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.erasure import ErasureActivities as A
@@ -27,6 +28,12 @@ with workflow.unsafe.imports_passed_through():
 
 I = TypeVar("I")  # noqa: E741
 R = TypeVar("R")
+
+# A run of the older code that failed (or was cancelled) after resolve ended without discarding
+# its plan; replaying such a history (a status query on it) must issue the commands it recorded,
+# so the discard on those paths is behind this marker. Remove (workflow.deprecate_patch) once no
+# such run can still be queried (the namespace's retention).
+DISCARD_ON_FAILURE_PATCH = "erasure-discard-plan-on-failure-v1"
 
 
 def receipt(
@@ -112,6 +119,22 @@ class ErasureWorkflow:
             ),
         )
 
+    async def _discard_after_failure(self, inp: e.ErasureInput, plan: e.PlanRef | None) -> None:
+        """A failed or cancelled erasure removes its stored plan too: it lists the erased roots.
+
+        Nothing to do before resolve returned a plan, or when the discard itself was the step that
+        failed (it had its retries). A discard that fails here is reported in the error's message
+        and leaves the original error in place."""
+        assert self._status is not None
+        st = self._status
+        if plan is None or st.step == e.DISCARD_PLAN or not workflow.patched(DISCARD_ON_FAILURE_PATCH):
+            return
+        try:
+            await self._step(e.DISCARD_PLAN, A.discard_plan, e.PlanInput(inp.erasure_id, plan), inp.timeouts)
+        except ActivityError:
+            if st.error is not None:
+                st.error["message"] += "; its stored plan could not be removed"
+
     @workflow.run
     async def run(self, inp: e.ErasureInput) -> e.ErasureStatus:
         st = self._status = e.ErasureStatus(
@@ -125,8 +148,9 @@ class ErasureWorkflow:
         )
         st.state = e.RUNNING
         t = inp.timeouts
+        plan: e.PlanRef | None = None
         try:
-            plan: e.PlanRef = await self._step(
+            plan = await self._step(
                 e.RESOLVE, A.resolve, e.ResolveInput(inp.erasure_id, inp.scope, inp.selector), t
             )
             st.streams_matched, st.roots_matched, st.streams_deleted = len(plan.euids), plan.root_count, 0
@@ -150,7 +174,7 @@ class ErasureWorkflow:
                 if check.clean:
                     verified = True
                     break
-            # The plan lists the erased roots: it goes with them.
+            # The plan lists the erased roots: it goes with them (on failure too, below).
             await self._step(e.DISCARD_PLAN, A.discard_plan, e.PlanInput(inp.erasure_id, plan), t)
             if verified:
                 st.state = e.SUCCEEDED
@@ -163,13 +187,29 @@ class ErasureWorkflow:
                 }
         except ActivityError as exc:
             cause = exc.cause
-            code = cause.type if isinstance(cause, ApplicationError) and cause.type else "step_failed"
+            if isinstance(cause, CancelledError):
+                code = "cancelled"  # the workflow was cancelled while this step ran
+            elif isinstance(cause, ApplicationError) and cause.type:
+                code = cause.type
+            else:
+                code = "step_failed"
             st.state = e.FAILED
             st.error = {
                 "code": code,
                 "message": f"step {st.step} failed",
                 "remedy": "Fix the cause, then retry with a new Idempotency-Key (every step is idempotent).",
             }
+            await self._discard_after_failure(inp, plan)
+        except asyncio.CancelledError:
+            # Cancelled between steps: the plan goes all the same, then the run ends cancelled.
+            st.state = e.FAILED
+            st.error = {
+                "code": "cancelled",
+                "message": f"cancelled at step {st.step}",
+                "remedy": "Start a new erasure with a new Idempotency-Key (every step is idempotent).",
+            }
+            await self._discard_after_failure(inp, plan)
+            raise
         st.step = None
         st.finished_at_unix = workflow.now().timestamp()
         return st

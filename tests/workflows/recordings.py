@@ -325,6 +325,20 @@ async def erasure_bad_selector(client: Client, tq: str, stubs: Stubs, ns: str) -
     )
 
 
+async def erasure_failed_midway(client: Client, tq: str, stubs: Stubs, ns: str) -> WorkflowHandle[Any, Any]:
+    # erase_facts fails (non-retryable) after the objects are deleted: the plan is discarded all
+    # the same (behind DISCARD_ON_FAILURE_PATCH), and the erasure reports failed.
+    erasure_id = f"fail-{ns}er"
+    return await _closed(
+        await client.start_workflow(
+            ErasureWorkflow.run,
+            _erasure_input(erasure_id, ns),
+            id=e.erasure_workflow_id(erasure_id),
+            task_queue=tq,
+        )
+    )
+
+
 async def _query_job(client: Client, tq: str, job_id: str, sql: str) -> WorkflowHandle[Any, Any]:
     # Expires 1 s after the start: the record's timer, then the result's deletion, are recorded.
     inp = QueryJobInput(job_id, "t1", "p1", "env-1", sql, "00" * 32, time.time() + 1.0)
@@ -364,6 +378,7 @@ SCENARIOS = [
     Scenario("rebuild_continue_as_new", ids.REBUILD, rebuild_continue_as_new),
     Scenario("erasure_two_rounds", e.ERASURE_WORKFLOW, erasure_two_rounds),
     Scenario("erasure_bad_selector", e.ERASURE_WORKFLOW, erasure_bad_selector),
+    Scenario("erasure_failed_midway", e.ERASURE_WORKFLOW, erasure_failed_midway),
     Scenario("query_job_succeeded", QUERY_JOB_WORKFLOW, query_job_succeeded),
     Scenario("query_job_invalid", QUERY_JOB_WORKFLOW, query_job_invalid),
 ]

@@ -70,6 +70,7 @@ class Stubs:
         self.clean_round: dict[str, int] = {}  # erasure id -> first round whose verify is clean
         self.deleted_results: list[str] = []
         self.quarantined: list[tuple[str, str]] = []  # (key, reason) per quarantine_object call
+        self.discarded: list[str] = []  # erasure ids whose plan was discarded
 
     # --- projection ---------------------------------------------------------------------------
 
@@ -165,6 +166,8 @@ class Stubs:
 
     @activity.defn(name=e.ERASE_FACTS)
     async def erasure_erase_facts(self, inp: e.PlanInput) -> e.EraseFactsResult:
+        if inp.erasure_id.startswith("fail"):
+            raise ApplicationError("Boundary refused the erasure", type="FactsRefused", non_retryable=True)
         return e.EraseFactsResult(1, {"calls_v1": 10}, 0)
 
     @activity.defn(name=e.ERASE_LANCE_ROWS)
@@ -186,6 +189,7 @@ class Stubs:
 
     @activity.defn(name=e.DISCARD_PLAN)
     async def erasure_discard_plan(self, inp: e.PlanInput) -> int:
+        self.discarded.append(inp.erasure_id)
         return 1
 
     # --- query jobs ---------------------------------------------------------------------------
