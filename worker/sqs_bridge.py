@@ -36,9 +36,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import httpx
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -46,6 +48,7 @@ from temporalio.service import RPCError
 
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.dataplane.aws import aws_client
+from api.dataplane.boundary_client import BoundaryError
 from formats.contracts import projection as c
 from formats.deployment_settings import ConfigurationError, stack_run_dir
 from worker.bridge.delivery import DeliveryClock
@@ -54,11 +57,17 @@ from worker.bridge.messages import MessageFormatError, ObjectEvent, parse_messag
 from worker.bridge.routing import Route, environment_of, kind_of, route
 from worker.settings import SqsBridgeSettings, get_bridge_settings
 
+if TYPE_CHECKING:  # boto3-stubs is a dev dependency
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
 log = logging.getLogger("baml_studio.sqs_bridge")
 
-_COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
 QUARANTINE_ATTRIBUTE = "baml-quarantine-markers"  # DLQ message attribute: JSON [[marker, reason]]
 UNKNOWN_GENERATION = 0  # a key outside every environment: the workflow quarantines it first
+# What a generation lookup raises when Boundary is down, refuses or answers garbage: the message is
+# retried. Anything else is a bug, left to surface (logged with its traceback, tally internal_error).
+BOUNDARY_FAILURES = (BoundaryError, httpx.HTTPError, ValidationError)
 
 
 class _Slot:
@@ -92,9 +101,15 @@ def _discard(index: dict[str, set[Any]], stream: str, item: object) -> None:
             del index[stream]
 
 
-def queue_counts(sqs: Any, queue_url: str) -> dict[str, int]:
-    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(_COUNTS))["Attributes"]
-    return {"visible": int(attributes[_COUNTS[0]]), "in_flight": int(attributes[_COUNTS[1]])}
+def queue_counts(sqs: SQSClient, queue_url: str) -> dict[str, int]:
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return {
+        "visible": int(attributes["ApproximateNumberOfMessages"]),
+        "in_flight": int(attributes["ApproximateNumberOfMessagesNotVisible"]),
+    }
 
 
 def write_heartbeat(path: Path, payload: dict[str, object]) -> None:
@@ -181,7 +196,7 @@ class Bridge:
         self,
         settings: SqsBridgeSettings,
         *,
-        sqs: Any,
+        sqs: SQSClient,
         client: Client,
         generations: GenerationCache,
         queue_url: str,
@@ -257,7 +272,8 @@ class Bridge:
     async def run_object(self, event: ObjectEvent) -> ObjectResult:
         try:
             r = await self._route(event)
-        except Exception as exc:  # Boundary unreachable: retry the message later
+        except BOUNDARY_FAILURES as exc:  # Boundary unreachable: retry the message later
+            log.warning("generation lookup failed for %s: %s", event.key, type(exc).__name__)
             return ObjectResult(event.key, False, error=type(exc).__name__)
         if r is None:
             return ObjectResult(event.key, True)
@@ -304,7 +320,7 @@ class Bridge:
                     VisibilityTimeout=self.settings.visibility_timeout_s,
                 )
 
-    async def _dispose(self, message: dict[str, Any], disposition: Disposition) -> None:
+    async def _dispose(self, message: MessageTypeDef, disposition: Disposition) -> None:
         receipt = message["ReceiptHandle"]
         if disposition.action == "retry":
             await asyncio.to_thread(
@@ -328,7 +344,7 @@ class Bridge:
             )
         await asyncio.to_thread(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
 
-    async def handle(self, message: dict[str, Any]) -> Disposition:
+    async def handle(self, message: MessageTypeDef) -> Disposition:
         """Handle one received message to its end (delete, dead-letter or leave for retry)."""
         try:
             parsed = parse_message(message["Body"])
@@ -352,8 +368,8 @@ class Bridge:
             disposition = decide(list(results))
         except TimeoutError:
             disposition = Disposition("retry")  # the workflow goes on; redelivery attaches to it
-        except Exception as exc:  # Temporal unreachable and the like: let SQS redeliver
-            log.warning("message handling failed: %s", type(exc).__name__)
+        except RPCError as exc:  # Temporal unreachable or refusing: let SQS redeliver
+            log.warning("message handling failed: %s %s", type(exc).__name__, exc.status.name)
             disposition = Disposition("retry")
         finally:
             extender.cancel()
@@ -363,20 +379,27 @@ class Bridge:
             log.warning("dead-lettered object reason=%s marker=%s", reason, marker)
         return disposition
 
-    async def _handle_slot(self, message: dict[str, Any]) -> None:
+    async def _handle_slot(self, message: MessageTypeDef) -> None:
         slot = _Slot(self._slots)
         _SLOT.set(slot)  # this task's own context
         try:
             await self.handle(message)
-        except Exception as exc:  # a failed delete/visibility call: SQS redelivers the message
+        except (BotoCoreError, ClientError) as exc:  # a failed delete/visibility call: SQS redelivers
             log.warning("message disposal failed: %s", type(exc).__name__)
             self.tally["dispose_failed"] += 1
+        except Exception:
+            # A bug (in the bridge or a component it calls). Caught here, at the top of the message's
+            # task, so one message cannot end the task silently (asyncio would only report it when
+            # the task is collected); the message is not disposed of, so SQS redelivers it after its
+            # visibility timeout and dead-letters it after maxReceiveCount. The body is not logged.
+            log.exception("message handling ended by an internal error")
+            self.tally["internal_error"] += 1
         else:
             self.delivery.finished(time.time())
         finally:
             slot.release()
 
-    async def _receive(self, count: int) -> list[dict[str, Any]]:
+    async def _receive(self, count: int) -> list[MessageTypeDef]:
         resp = await asyncio.to_thread(
             self.sqs.receive_message,
             QueueUrl=self.queue_url,
@@ -428,7 +451,7 @@ class Bridge:
                 stopping = asyncio.ensure_future(stop.wait())
                 done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 stopping.cancel()
-                messages: list[dict[str, Any]] = []
+                messages: list[MessageTypeDef] = []
                 if receiving in done:
                     try:
                         messages = receiving.result()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import sys
 import uuid
@@ -28,6 +29,7 @@ from temporalio.worker import Worker
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_workflows import FakeIngestPack, FakeProjectMeta
 
+from api.dataplane.boundary_client import BoundaryError
 from formats.contracts import ids
 from worker.bridge.messages import replay_body
 from worker.settings import SqsBridgeSettings
@@ -102,7 +104,7 @@ async def _until(cond: Callable[[], Awaitable[bool]], timeout: float, what: str)
 Scenario = Callable[[Client, Queues, Bridge], Awaitable[None]]
 
 
-def _run(moto_url: str, scenario: Scenario) -> None:
+def _run(moto_url: str, scenario: Scenario, lookup: Callable[[str], int] = lambda _env: 1) -> None:
     async def main() -> None:
         env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL))
         try:
@@ -120,7 +122,7 @@ def _run(moto_url: str, scenario: Scenario) -> None:
                 settings,
                 sqs=q.sqs,
                 client=env.client,
-                generations=GenerationCache(lambda _env: 1, 5),
+                generations=GenerationCache(lookup, 5),
                 queue_url=q.url,
                 dlq_url=q.dlq,
             )
@@ -266,3 +268,44 @@ def test_a_landed_pack_wakes_the_waiting_meta_objects_of_its_stream(moto_url: st
 async def _count_async(q: Queues, url: str, in_flight: int) -> int:
     visible, held = _count(q.sqs, url)
     return int(visible == 0 and held == in_flight)
+
+
+class _Bug(Exception):
+    """An exception no component is expected to raise: a programming error."""
+
+
+def _lookup(environment_id: str) -> int:
+    if environment_id == "bug":
+        raise _Bug("a bug in the generation lookup")
+    if environment_id == "down":
+        raise BoundaryError(503, None, path=f"/environments/{environment_id}/active-generation")
+    return 1
+
+
+def test_a_bug_is_logged_and_counted_while_boundary_down_is_retried(
+    moto_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="baml_studio.sqs_bridge")
+    bug = KEY.replace("/e1/", "/bug/").format(seq="0" * 19 + "5")
+    down = KEY.replace("/e1/", "/down/").format(seq="0" * 19 + "6")
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", bug))
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", down))
+
+        async def both_seen() -> bool:
+            return bridge.tally["internal_error"] >= 1 and bridge.tally["retry"] >= 1
+
+        await _until(both_seen, 20, "the bug counted and the Boundary failure retried")
+        # Neither message is gone: the bug's stays for SQS to redeliver (and to dead-letter after
+        # maxReceiveCount), the other is retried after retry_delay_s.
+        assert sum(_count(q.sqs, q.url)) == 2 and _count(q.sqs, q.dlq) == (0, 0)
+
+    _run(moto_url, scenario, _lookup)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors and all(r.exc_info and r.exc_info[0] is _Bug for r in errors), errors
+    assert all("internal error" in r.getMessage() for r in errors)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("generation lookup failed" in m and "BoundaryError" in m for m in warned), warned
+    # The bug is not passed off as a Boundary failure.
+    assert not any("generation lookup failed" in m and "_Bug" in m for m in warned), warned
