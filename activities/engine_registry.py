@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
@@ -30,6 +30,9 @@ from activities.projection.walk import LruCache
 from formats import meta_segment as ms
 from formats import object_keys
 from formats.object_keys import Scope
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 log = logging.getLogger("baml_studio.engine_registry")
 
@@ -63,7 +66,7 @@ def decode_entry(data: bytes) -> tuple[ms.EngineStarted, int]:
 
 
 class EngineRegistry:
-    def __init__(self, s3: Any, bucket: str) -> None:
+    def __init__(self, s3: S3Client, bucket: str) -> None:
         self.s3 = s3
         self.bucket = bucket
         self._known: LruCache[str, ms.EngineStarted] = LruCache(_CACHE)

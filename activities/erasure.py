@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from temporalio import activity
@@ -36,6 +36,9 @@ from formats.contracts import erasure as e
 from formats.errors import FormatError
 from formats.object_keys import InvalidKeyError, Scope
 from formats.value_pack import read_pack
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 log = logging.getLogger("baml_studio.erasure")
 
@@ -102,7 +105,7 @@ def _now_ns() -> int:
 
 
 class ErasureActivities:
-    def __init__(self, *, s3: Any, bucket: str, boundary: BoundaryClient, lance: LanceStore) -> None:
+    def __init__(self, *, s3: S3Client, bucket: str, boundary: BoundaryClient, lance: LanceStore) -> None:
         self.s3 = s3
         self.bucket = bucket
         self.boundary = boundary

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
@@ -29,6 +29,9 @@ from formats.errors import FormatError
 from formats.function_table import FunctionTable, decode_function_table
 from formats.object_keys import Scope
 from formats.zstd_frame import decompress_object
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
@@ -79,7 +82,7 @@ class ListedObject:
 class EvidenceReader:
     """One stream-scoped view of the bucket for one activity run (not shared across threads)."""
 
-    def __init__(self, s3: Any, bucket: str) -> None:
+    def __init__(self, s3: S3Client, bucket: str) -> None:
         self.s3 = s3
         self.bucket = bucket
         self._meta: dict[str, ms.MetaSegment | MetaProblem] = {}

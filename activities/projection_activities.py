@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from botocore.exceptions import ClientError
@@ -67,6 +67,10 @@ from formats.ids import ThreadRef
 from formats.object_keys import InvalidKeyError, ParsedKey, Scope
 from formats.value_pack import read_pack
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+
 log = logging.getLogger("baml_studio.projection")
 
 _INDEX_CORRUPT = "index_corrupt"
@@ -108,13 +112,13 @@ class ProjectionActivities:
     def __init__(
         self,
         *,
-        s3: Any,
+        s3: S3Client,
         bucket: str,
         lance: LanceStore,
         sink: FactSink,
         settings: ProjectionSettings,
         tenant_id: str,
-        sqs: Any = None,
+        sqs: SQSClient | None = None,
         queue_url: str | None = None,
         batch_threads: int = 8,
     ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -29,9 +29,12 @@ from formats.contracts.query_job import (
 )
 from formats.query_errors import PlanError
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 
 class QueryJobActivities:
-    def __init__(self, runtime: Any, s3: Any, bucket: str) -> None:
+    def __init__(self, runtime: Any, s3: S3Client, bucket: str) -> None:
         self.runtime = runtime  # api.coordinator.runtime.CoordinatorRuntime
         self.s3 = s3
         self.bucket = bucket
