@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from api.dataplane.aws import Service, object_store_client
-from formats.contracts import ids
+from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c
 from formats.deployment_settings import reveal
 from worker.bridge.accounting import Accounting, LedgerRow, MetaSummary, account
@@ -374,7 +374,7 @@ async def _follow(
         workflow,
         arg,
         id=workflow_id,
-        task_queue=dep.task_queue,
+        task_queue=task_queue(dep.task_queue, Workload.MAINTENANCE),  # replays and rebuilds
         result_type=result_type,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
