@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import pyarrow as pa
@@ -91,7 +91,7 @@ class LanceCommitter:
             self.stats.callers += len(tables)
             self.stats.rows += sum(t.num_rows for t in tables)
             self.stats.by_dataset[dataset] = self.stats.by_dataset.get(dataset, 0) + 1
-        return [result] * len(tables)
+        return [replace(result, shared_by=len(tables))] * len(tables)
 
     def _maintain(self, key: tuple[Scope, str]) -> None:
         """Compact, fold new fragments into the indexes and drop old versions, when it is due."""

@@ -220,8 +220,14 @@ class ProjectionActivities:
             }
         )
         _heartbeat("merging", len(cids))
-        result = self.lance.merge(parsed.scope, "values_v1", table)
-        log.info("pack ingested entries=%d inserted=%d", len(cids), result.inserted)
+        # Through the committer like every projection write: one values_v1 commit a second for
+        # all the packs in flight. A commit per pack (20 streams, two workers) was a commit storm
+        # in bench/soak.py: Lance gave up after its 30 s retry timeout ("Too many concurrent
+        # writers"), so the values never landed and every execution stayed pending.
+        result = self.committer.merge(parsed.scope, "values_v1", table)
+        log.info(
+            "pack ingested entries=%d inserted=%d shared_by=%d", len(cids), result.inserted, result.shared_by
+        )
         return c.IngestPackResult(inp.key, len(cids), result.inserted, tuple(sorted(set(cids))))
 
     # --- meta projection ---------------------------------------------------------------------

@@ -180,6 +180,9 @@ class MergeResult:
     updated: int
     version: int
     fragments: int = 0  # the committed version's fragment count (from its manifest: no I/O)
+    # Callers whose rows this commit held (the committer merges several callers' rows at once):
+    # above 1, ``inserted`` and ``updated`` count all of them, not one caller's.
+    shared_by: int = 1
 
 
 class LanceStore:

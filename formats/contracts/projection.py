@@ -59,7 +59,7 @@ class IngestPackInput:
 class IngestPackResult:
     key: str
     entries: int
-    inserted: int
+    inserted: int  # new in values_v1 by the commit that held this pack (shared with packs committed with it)
     cids: tuple[str, ...] = ()
 
 
