@@ -45,6 +45,9 @@ log = logging.getLogger("baml_studio.lance_store")
 Merge = Literal["upsert", "insert_only"]
 LOOKUP_CHUNK = 8192  # CIDs per IN filter (about 0.6 MB of filter text)
 VALUES_HANDLE_TTL_S = 1.0
+# The shared session's caches (per store, so per process): a worker's hot index pages and footers fit.
+INDEX_CACHE_BYTES = 512 << 20
+METADATA_CACHE_BYTES = 256 << 20
 ValueRow = tuple[int, bytes, str | None]  # values_v1: (codec, body, locator)
 
 
@@ -206,6 +209,14 @@ class LanceStore:
         self.outer_retries = outer_retries
         self._create_lock = threading.Lock()
         self._values_handles: dict[Scope, tuple[float, lance.LanceDataset]] = {}
+        # One cache of index pages and file metadata for every dataset this store opens. Without
+        # it each open (every lookup, every commit) read the BTREE pages and the data files'
+        # footers from S3 again: in bench/soak.py most of moto's Lance requests were re-reads of
+        # the same immutable index and data files. Index and data files never change once written
+        # (a new version writes new files), so a cached page is never stale.
+        self.session = lance.Session(
+            index_cache_size_bytes=INDEX_CACHE_BYTES, metadata_cache_size_bytes=METADATA_CACHE_BYTES
+        )
 
     @classmethod
     def for_s3(
@@ -255,7 +266,12 @@ class LanceStore:
     def open(self, scope: Scope, dataset: str, version: int | None = None) -> lance.LanceDataset | None:
         """The newest committed version (or ``version``), or None when the dataset does not exist yet."""
         try:
-            return lance.dataset(self.uri(scope, dataset), version=version, storage_options=self._options())
+            return lance.dataset(
+                self.uri(scope, dataset),
+                version=version,
+                storage_options=self._options(),
+                session=self.session,
+            )
         except (ValueError, OSError, FileNotFoundError) as exc:
             if _is_missing(exc):
                 return None
