@@ -14,6 +14,7 @@ import logging
 import socket
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,52 @@ def test_message_stays_invisible_while_pending_and_is_deleted_when_done(moto_url
 
 async def _in_flight(q: Queues) -> bool:
     return _count(q.sqs, q.url)[1] == 1
+
+
+class _CountingSqs:
+    """The real SQS client, counting the calls the bridge makes by method name."""
+
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._sqs, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return method(*args, **kwargs)
+
+        return call
+
+
+def test_held_messages_are_extended_ten_per_call(moto_url: str) -> None:
+    keys = [KEY.replace("/e1/", "/pending/").format(seq=f"{i:020d}") for i in range(1, 13)]
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        counting = _CountingSqs(q.sqs)
+        bridge.sqs = counting
+        for k in keys:
+            q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
+
+        async def all_held() -> bool:
+            return _count(q.sqs, q.url) == (0, len(keys))
+
+        await _until(all_held, 15, "every message received")
+        single = counting.calls["change_message_visibility"]
+        batches = counting.calls["change_message_visibility_batch"]
+        # Past the 5 s visibility timeout: only the extensions keep the twelve invisible.
+        await asyncio.sleep(6)
+        assert _count(q.sqs, q.url) == (0, len(keys))
+        # One loop, ten receipts per call, about once a second: two calls a tick (a call per
+        # message per tick would be 12).
+        assert counting.calls["change_message_visibility"] == single
+        assert 2 <= counting.calls["change_message_visibility_batch"] - batches <= 2 * 8
+        for k in keys:
+            await client.get_workflow_handle(ids.project_meta_id(1, k)).signal("values_landed")
+        await _until(lambda: _empty(q), 20, "every message deleted once done")
+
+    _run(moto_url, scenario)
 
 
 def test_quarantined_object_goes_to_the_dead_letter_queue_with_its_marker(moto_url: str) -> None:
