@@ -85,6 +85,7 @@ class _Slot:
 # The slot of the message being handled (contextvars follow it into the tasks it spawns).
 _SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar("bridge_slot", default=None)
 
+MAX_SIGNAL_CIDS = 4096  # about 270 kB of signal payload; Temporal's limit is 2 MB
 PACK_WAIT_S = 10.0  # longest a meta object waits for its stream's packs in flight before starting
 
 
@@ -264,11 +265,14 @@ class Bridge:
         if landing:
             await asyncio.wait([asyncio.ensure_future(w) for w in landing], timeout=PACK_WAIT_S)
 
-    async def _wake_metas(self, stream: str) -> None:
+    async def _wake_metas(self, stream: str, cids: tuple[str, ...]) -> None:
+        # The pack's CIDs go with the signal: a meta object wakes only when it waits for one of
+        # them. A pack too big for a signal's payload wakes every one (no CIDs: always).
+        landed = list(cids) if len(cids) <= MAX_SIGNAL_CIDS else None
         for workflow_id in list(self._metas.get(stream, ())):
             # A meta that completed meanwhile rejects the signal: nothing to wake.
             with contextlib.suppress(RPCError):
-                await self.client.get_workflow_handle(workflow_id).signal("values_landed")
+                await self.client.get_workflow_handle(workflow_id).signal("values_landed", landed)
                 self.tally["values_landed"] += 1
 
     async def run_object(self, event: ObjectEvent) -> ObjectResult:
@@ -305,7 +309,7 @@ class Bridge:
             else:
                 _discard(self._metas, stream, r.workflow_id)
         if r.kind == "pack" and outcome.done and outcome.quarantined is None:
-            await self._wake_metas(stream)
+            await self._wake_metas(stream, outcome.landed_cids)
         return ObjectResult(event.key, outcome.done, outcome.quarantined)
 
     # --- messages ----------------------------------------------------------------------------

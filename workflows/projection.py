@@ -71,9 +71,22 @@ class ProjectMetaObjectWorkflow:
         self._nudged = False
 
     @workflow.signal(name="values_landed")
-    def values_landed(self) -> None:
-        """Wake the pending back-off early (e.g. after a pack ingest)."""
-        self._nudged = True
+    def values_landed(self, cids: list[str] | None = None) -> None:
+        """Wake the pending back-off early (e.g. after a pack ingest).
+
+        With ``cids`` (what a pack ingest committed), only when one of them is a value a pending
+        execution waits for: a stream's pack woke every waiting meta object of the stream, and
+        each woken one re-ran its projection, so a long stream with many meta objects waiting
+        spent most of its work on re-tries that could not succeed (bench/soak.py). Without
+        ``cids`` (an operator, an older bridge), always."""
+        if cids is None or self._waits_for(set(cids)):
+            self._nudged = True
+
+    def _waits_for(self, landed: set[str]) -> bool:
+        pending = [o for o in self._outcomes.values() if o.outcome == c.PENDING]
+        # A pending execution that names no missing value (or none known yet, before the first
+        # projection returned) may wait for anything.
+        return not pending or any(not o.missing_cids or landed.intersection(o.missing_cids) for o in pending)
 
     @workflow.query(name="outcomes")
     def outcomes(self) -> list[c.ExecutionOutcome]:
@@ -179,7 +192,7 @@ class IngestValuePackWorkflow:
     @workflow.run
     async def run(self, inp: c.PackWorkflowInput) -> c.WorkflowOutcomes:
         try:
-            await workflow.execute_activity_method(
+            ingested = await workflow.execute_activity_method(
                 A.ingest_pack,
                 c.IngestPackInput(inp.key),
                 start_to_close_timeout=timedelta(seconds=inp.activity_timeout_s),
@@ -192,4 +205,4 @@ class IngestValuePackWorkflow:
                 raise
             await _quarantine(inp.key, reason)
             return c.WorkflowOutcomes(inp.key, True, (), reason)
-        return c.WorkflowOutcomes(inp.key, True)
+        return c.WorkflowOutcomes(inp.key, True, landed_cids=ingested.cids)

@@ -155,6 +155,9 @@ class WorkflowOutcomes:
     done: bool
     outcomes: tuple[ExecutionOutcome, ...] = field(default_factory=tuple)
     quarantined: str | None = None  # reason: the object failed verification, its marker is written
+    # IngestValuePack only: the CIDs the pack held, now in values_v1 (the bridge wakes the stream's
+    # meta objects that wait for one of them).
+    landed_cids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
