@@ -139,10 +139,7 @@ class SqsBridgeSettings(DeploymentSettings):
     max_in_flight: int = Field(
         default=32,
         ge=1,
-        description=(
-            "Messages being routed and started at once (a started workflow, or a meta object "
-            "waiting for its packs, frees its slot)."
-        ),
+        description="Messages being routed and started at once (a started workflow frees its slot).",
     )
     visibility_timeout_s: int = Field(
         default=60, ge=5, le=43200, description="Visibility timeout set on receive and on every extension."

@@ -71,8 +71,7 @@ BOUNDARY_FAILURES = (BoundaryError, httpx.HTTPError, ValidationError)
 
 
 class _Slot:
-    """One message's share of ``max_in_flight``, released once: when its workflows have started,
-    or earlier when a meta object starts waiting for its stream's packs."""
+    """One message's share of ``max_in_flight``, released once: when its workflows have started."""
 
     def __init__(self, semaphore: asyncio.Semaphore) -> None:
         self._semaphore: asyncio.Semaphore | None = semaphore
@@ -85,13 +84,6 @@ class _Slot:
 
 # The slot of the message being handled (contextvars follow it into the tasks it spawns).
 _SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar("bridge_slot", default=None)
-
-
-def _release_slot() -> None:
-    slot = _SLOT.get()
-    if slot is not None:
-        slot.release()
-
 
 MAX_SIGNAL_CIDS = 4096  # about 270 kB of signal payload; Temporal's limit is 2 MB
 PACK_WAIT_S = 10.0  # longest a meta object waits for its stream's packs in flight before starting
@@ -296,17 +288,15 @@ class Bridge:
         if r.kind == "pack":
             self._packs.setdefault(stream, set()).add(landed)
         else:
-            # Not in the receive slot: a meta object waiting up to PACK_WAIT_S for its stream's
-            # packs held one of max_in_flight slots, so 32 slots let about 3 meta objects a second
-            # through when every stream had a pack in flight (bench/soak.py).
-            _release_slot()
             await self._packs_first(stream)
             self._metas.setdefault(stream, set()).add(r.workflow_id)
         try:
             handle = await self.start(r)
             # Waiting for the result costs nothing but a coroutine; holding the receive slot while a
             # meta object waits for its values would starve the queue of the very packs it waits for.
-            _release_slot()
+            slot = _SLOT.get()
+            if slot is not None:
+                slot.release()
             outcome = await handle.result()
         except WorkflowFailureError as exc:
             cause = exc.cause

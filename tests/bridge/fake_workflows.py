@@ -16,7 +16,7 @@ class FakeProjectMeta:
         self._landed = False
 
     @workflow.signal(name="values_landed")
-    def values_landed(self, cids: list[str] | None = None) -> None:
+    def values_landed(self) -> None:
         self._landed = True
 
     @workflow.run
@@ -34,6 +34,4 @@ class FakeProjectMeta:
 class FakeIngestPack:
     @workflow.run
     async def run(self, inp: c.PackWorkflowInput) -> c.WorkflowOutcomes:
-        if "slowpack" in inp.key:
-            await workflow.sleep(6)
         return c.WorkflowOutcomes(inp.key, True)

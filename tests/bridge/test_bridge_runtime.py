@@ -105,9 +105,7 @@ async def _until(cond: Callable[[], Awaitable[bool]], timeout: float, what: str)
 Scenario = Callable[[Client, Queues, Bridge], Awaitable[None]]
 
 
-def _run(
-    moto_url: str, scenario: Scenario, lookup: Callable[[str], int] = lambda _env: 1, **settings_kw: Any
-) -> None:
+def _run(moto_url: str, scenario: Scenario, lookup: Callable[[str], int] = lambda _env: 1) -> None:
     async def main() -> None:
         env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL))
         try:
@@ -120,7 +118,6 @@ def _run(
                 visibility_extension_s=1.0,
                 retry_delay_s=1,
                 poll_interval_s=0.5,
-                **settings_kw,
             )
             bridge = Bridge(
                 settings,
@@ -289,40 +286,6 @@ def test_many_messages_are_handled_concurrently(moto_url: str) -> None:
         await _until(counted, 10, "every delete counted")
 
     _run(moto_url, scenario)
-
-
-def test_meta_objects_waiting_for_their_packs_do_not_hold_the_receive_slots(moto_url: str) -> None:
-    # Stream A has a pack in flight for 6 s; its meta objects wait for it (up to PACK_WAIT_S).
-    # With two slots, stream B's meta objects must not queue behind that wait.
-    a = "evidence/v1/t1/p1/e1/streams/" + "a" * 32
-    b = "evidence/v1/t1/p1/e1/streams/" + "b" * 32
-    pack = f"{a}/values/01HZZZZZZZZZZZZZZZZZZZZZZZ.slowpack.bamlpack.zst"
-    waiting = [f"{a}/meta/{i:020d}.bamlmeta.zst" for i in range(1, 5)]
-    others = [f"{b}/meta/{i:020d}.bamlmeta.zst" for i in range(1, 5)]
-
-    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
-        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", pack))
-
-        async def pack_started() -> bool:
-            return await _runs(client, ids.ingest_pack_id(pack)) == 1
-
-        await _until(pack_started, 10, "the pack workflow started")
-        for k in waiting + others:
-            q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
-        await _until(lambda: _empty(q), 40, "every message deleted")
-
-        async def closed(workflow_id: str) -> Any:
-            return (await client.get_workflow_handle(workflow_id).describe()).close_time
-
-        pack_closed = await closed(ids.ingest_pack_id(pack))
-        # Stream B's meta objects were projected while stream A's waited for the pack: they did
-        # not queue behind that wait for a receive slot.
-        for k in others:
-            assert await closed(ids.project_meta_id(1, k)) < pack_closed
-        for k in waiting:
-            assert await closed(ids.project_meta_id(1, k)) >= pack_closed
-
-    _run(moto_url, scenario, max_in_flight=2)
 
 
 def test_a_landed_pack_wakes_the_waiting_meta_objects_of_its_stream(moto_url: str) -> None:
