@@ -16,7 +16,7 @@ class FakeProjectMeta:
         self._landed = False
 
     @workflow.signal(name="values_landed")
-    def values_landed(self) -> None:
+    def values_landed(self, cids: list[str] | None = None) -> None:
         self._landed = True
 
     @workflow.run
