@@ -13,8 +13,8 @@ call trees at the rate left over, so together they offer ``--rate`` executions p
 streams run in ``--load-procs`` OS processes, so the load generator does not share one GIL.
 
 At ``--kill-at`` of the run the second worker process is killed with SIGKILL and started again
-(the bench's own, not the stack's: the stack's supervisor gives a restarted part 30 s to become
-healthy and otherwise stops the whole stack, which a loaded machine exceeded). When the load
+(the bench's own, not the stack's, so the figures do not depend on the stack supervisor's restart
+policy). When the load
 stops the bench waits for the drain (every execution of the ground truth in the ledger, the queue
 empty, no ProjectMetaObject workflow running), then checks the ground truth (the synth's own list
 of executions) against what the stores hold:
