@@ -8,7 +8,6 @@ from moto.sqs.models import Message, SQSBackend
 
 from worker.stack import moto_sqs_speedup
 
-NOW_MS = time.time() * 1000.0
 ORIGINAL = (Message.visible, Message.delayed, SQSBackend.is_message_valid_based_on_retention_period)
 
 
@@ -32,10 +31,13 @@ class _Backend:
 
 
 def _message(visible_in_s: float, delayed_for_s: float, sent_s_ago: float) -> Message:
+    # "Now" when the test runs, not when the module was collected: in the whole suite that is
+    # minutes earlier, and every message would look visible and undelayed.
+    now_ms = time.time() * 1000.0
     m = Message("id", "body")
-    m.visible_at = NOW_MS + visible_in_s * 1000
-    m.delayed_until = NOW_MS + delayed_for_s * 1000
-    m.sent_timestamp = int(NOW_MS - sent_s_ago * 1000)  # type: ignore[assignment]
+    m.visible_at = now_ms + visible_in_s * 1000
+    m.delayed_until = now_ms + delayed_for_s * 1000
+    m.sent_timestamp = int(now_ms - sent_s_ago * 1000)  # type: ignore[assignment]
     return m
 
 
