@@ -38,7 +38,6 @@ from temporalio.client import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
@@ -47,6 +46,7 @@ from activities.maintenance_activities import MaintenanceActivities
 from activities.projection_activities import ProjectionActivities
 from activities.runtime import GenerationSwitch, Identity, build_projection_activities, tune_gc
 from activities.settings import ProjectionSettings, get_projection_settings
+from api.common.temporal_rpc import is_transient
 from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c
 from formats.deployment_settings import ConfigurationError, reveal, stack_run_dir
@@ -58,14 +58,6 @@ from workflows.projection import IngestValuePackWorkflow, ProjectMetaObjectWorkf
 from workflows.query_job import QueryJobWorkflow
 
 log = logging.getLogger("baml_studio.temporal_worker")
-_TRANSIENT = frozenset(
-    {
-        RPCStatusCode.DEADLINE_EXCEEDED,
-        RPCStatusCode.UNAVAILABLE,
-        RPCStatusCode.RESOURCE_EXHAUSTED,
-        RPCStatusCode.CANCELLED,
-    }
-)
 
 
 def write_heartbeat(path: Path, payload: dict[str, object]) -> None:
@@ -169,7 +161,7 @@ async def keep_ensuring_schedules(
     out or unavailable is retried; anything else (a refused definition, a bug) ends the task
     loudly (:func:`_log_failure`)."""
     async for attempt in AsyncRetrying(
-        retry=retry_if_exception(lambda e: isinstance(e, RPCError) and e.status in _TRANSIENT),
+        retry=retry_if_exception(is_transient),
         wait=wait_exponential_jitter(initial=1.0, max=max_wait_s),
         before_sleep=lambda state: log.warning(
             "schedules not ensured yet (attempt %d): %s; retrying",

@@ -43,6 +43,7 @@ from api.common.errors import (
     NotFound,
     ServiceUnavailable,
 )
+from api.common.temporal_rpc import is_transient
 from api.coordinator.planner import PlanError, plan_query
 from api.coordinator.query_wire import JobRequest, QueryJob
 from api.coordinator.routes_query import plan_error
@@ -74,18 +75,6 @@ class JobsEngineError(ApiError):
     title = "The workflow engine refused the request"
 
 
-# Codes of an engine that is down, overloaded or slow: the same request may succeed later. A query
-# that no worker answers in time (none polls the job's task queue) ends CANCELLED.
-_TRANSIENT = frozenset(
-    {
-        RPCStatusCode.UNAVAILABLE,
-        RPCStatusCode.DEADLINE_EXCEEDED,
-        RPCStatusCode.RESOURCE_EXHAUSTED,
-        RPCStatusCode.CANCELLED,
-    }
-)
-
-
 def _job_not_found() -> NotFound:
     return NotFound("no such query job", code="job_not_found")
 
@@ -95,7 +84,7 @@ def _engine_error(exc: RPCError) -> ApiError:
     is not passed on (it may name the workflow's input), only its status code."""
     if exc.status == RPCStatusCode.NOT_FOUND:
         return _job_not_found()
-    if exc.status in _TRANSIENT:
+    if is_transient(exc):
         return TemporalUnavailable(
             f"the workflow engine did not answer ({exc.status.name})", remedy="Retry later."
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 import boto3
 from botocore.config import Config
@@ -81,24 +81,17 @@ def aws_client(
         read_timeout=read_timeout,
         max_pool_connections=max_pool_connections,
     )
+    options: dict[str, Any] = {
+        "endpoint_url": endpoint_url or None,
+        "region_name": region,
+        "aws_access_key_id": key_id,
+        "aws_secret_access_key": reveal(secret),
+        "config": config,
+    }
     # One call per service: the stubs type boto3.client by its literal service name.
     if service == "s3":
-        return boto3.client(
-            "s3",
-            endpoint_url=endpoint_url or None,
-            region_name=region,
-            aws_access_key_id=key_id,
-            aws_secret_access_key=reveal(secret),
-            config=config,
-        )
-    return boto3.client(
-        "sqs",
-        endpoint_url=endpoint_url or None,
-        region_name=region,
-        aws_access_key_id=key_id,
-        aws_secret_access_key=reveal(secret),
-        config=config,
-    )
+        return boto3.client("s3", **options)
+    return boto3.client("sqs", **options)
 
 
 class ObjectStoreAccess(Protocol):

@@ -6,10 +6,9 @@ Shared by the gateway (the starter), the workflow and the activities (formats/co
 from dataclasses import dataclass, field
 from typing import Any
 
-from formats.contracts import DEFAULT_TASK_QUEUE, ScopeRef, Workload, task_queue
+from formats.contracts import ScopeRef, Workload
 
-WORKLOAD = Workload.ERASURE
-TASK_QUEUE = task_queue(DEFAULT_TASK_QUEUE, WORKLOAD)  # with the default base
+WORKLOAD = Workload.ERASURE  # its task queue: task_queue(base, WORKLOAD)
 ERASURE_WORKFLOW = "Erasure"
 STATUS_QUERY = "status"  # the workflow's query answering ErasureStatus
 

@@ -8,10 +8,9 @@ expired once the result is deleted.
 from dataclasses import dataclass, field
 from typing import Any
 
-from formats.contracts import DEFAULT_TASK_QUEUE, Workload, task_queue
+from formats.contracts import Workload
 
-WORKLOAD = Workload.QUERY_JOBS
-TASK_QUEUE = task_queue(DEFAULT_TASK_QUEUE, WORKLOAD)  # with the default base
+WORKLOAD = Workload.QUERY_JOBS  # its task queue: task_queue(base, WORKLOAD)
 QUERY_JOB_WORKFLOW = "QueryJob"
 STATUS_QUERY = "status"  # the workflow's query answering QueryJobStatus
 RUN_QUERY_JOB = "run_query_job"
