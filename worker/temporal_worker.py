@@ -212,7 +212,7 @@ def workload_rooms(
     rooms: dict[Workload, WorkloadRoom] = {}
     if Workload.PROJECTION in chosen:
         rooms[Workload.PROJECTION] = WorkloadRoom(
-            [ProjectMetaObjectWorkflow, IngestValuePackWorkflow], projection, ps.activity_threads
+            [ProjectMetaObjectWorkflow, IngestValuePackWorkflow], list(projection), ps.activity_threads
         )
     if Workload.MAINTENANCE in chosen:
         # A rebuild's children (ProjectMetaObject, IngestValuePack) run on the rebuild's own queue,

@@ -50,6 +50,8 @@ def test_the_patched_checks_agree_with_moto() -> None:
     ]
     backend = _Backend(retention_s=345_600)
     visible, delayed, retained = ORIGINAL
+    # Compared with moto's own code, not with an earlier application of the patch in this process.
+    assert visible.fget.__module__ == retained.__module__ == "moto.sqs.models"  # type: ignore[attr-defined]
     expected = [
         (visible.fget(m), delayed.fget(m), retained(backend, "q", m))  # type: ignore[attr-defined]
         for m in cases
