@@ -478,6 +478,11 @@ class ProjectionActivities:
         # Every meta object registers its engines, whether or not it ends an execution: a later
         # RootEnded, thousands of objects on, finds its engine there (activities/engine_registry.py).
         self.engines.register(scope, parsed.euid, segment)
+        # The next object's walk starts here: an object that ends no execution (a cycle's admitted
+        # batch) is otherwise read again by it.
+        self._meta_indexes.put(inp.key, index_meta_segment(segment))
+        if parsed.sequence == 1 and segment.records and isinstance(segment.records[0], ms.StreamStarted):
+            self._stream_starts.put(inp.key, segment.records[0])
         only = set(inp.only_roots)
         ended = [
             r
