@@ -108,6 +108,13 @@ def _available_cids(group_facts: list[Any]) -> Iterator[bytes]:
             yield state.cid
 
 
+def _stream_started_of(first: ms.MetaSegment | MetaProblem) -> ms.StreamStarted | None:
+    """A stream's StreamStarted: the first record of its sequence-1 meta segment, if readable."""
+    if isinstance(first, ms.MetaSegment) and first.records and isinstance(first.records[0], ms.StreamStarted):
+        return first.records[0]
+    return None
+
+
 class ProjectionActivities:
     def __init__(
         self,
@@ -261,13 +268,10 @@ class ProjectionActivities:
         cached = self._stream_starts.get(key)
         if cached is not None:
             return cached
-        first = reader.meta(scope, euid, 1)
-        if isinstance(first, ms.MetaSegment) and first.records:
-            record = first.records[0]
-            if isinstance(record, ms.StreamStarted):
-                self._stream_starts.put(key, record)
-                return record
-        return None
+        record = _stream_started_of(reader.meta(scope, euid, 1))
+        if record is not None:
+            self._stream_starts.put(key, record)
+        return record
 
     def _data_reads(
         self, reader: EvidenceReader, scope: Scope, euid: str, root: ThreadRef, seqs: range | list[int]
@@ -481,8 +485,8 @@ class ProjectionActivities:
         # The next object's walk starts here: an object that ends no execution (a cycle's admitted
         # batch) is otherwise read again by it.
         self._meta_indexes.put(inp.key, index_meta_segment(segment))
-        if parsed.sequence == 1 and segment.records and isinstance(segment.records[0], ms.StreamStarted):
-            self._stream_starts.put(inp.key, segment.records[0])
+        if parsed.sequence == 1 and (record := _stream_started_of(segment)) is not None:
+            self._stream_starts.put(inp.key, record)
         only = set(inp.only_roots)
         ended = [
             r

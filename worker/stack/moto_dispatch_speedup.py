@@ -15,17 +15,8 @@ own function by tests/stack/test_moto_dispatch_speedup.py). Only the stack's mot
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
 
 _applied = False
-
-
-def cached(list_modules: Callable[[], Iterable[str]]) -> Callable[[], frozenset[str]]:
-    @functools.cache
-    def once() -> frozenset[str]:
-        return frozenset(list_modules())
-
-    return once
 
 
 def apply() -> None:
@@ -35,5 +26,6 @@ def apply() -> None:
         return
     from moto import backends
 
-    backends.list_of_moto_modules = cached(backends.list_of_moto_modules)  # type: ignore[assignment]
+    listing = backends.list_of_moto_modules
+    backends.list_of_moto_modules = functools.cache(lambda: frozenset(listing()))  # type: ignore[assignment]
     _applied = True
