@@ -31,13 +31,21 @@ def part(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A process started as the launcher starts a part: own session, the run directory in its env."""
     env = {**os.environ, "BAML_STUDIO_STACK_RUN_DIR": str(tmp_path / "stack")}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)"], env=env, start_new_session=True
+        [sys.executable, "-c", "import time; print('running', flush=True); time.sleep(120)"],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
     )
+    # Popen returns when exec closes the error pipe, which the kernel does before it sets the new
+    # image's environment: /proc/PID/environ can still read empty then. The child's own first
+    # line proves it is past exec.
+    assert proc.stdout is not None and proc.stdout.readline() == b"running\n"
     try:
         yield proc
     finally:
         proc.kill()
         proc.wait(10)
+        proc.stdout.close()
 
 
 def _record(run_dir: Path, launcher_pid: int, pid: int) -> None:

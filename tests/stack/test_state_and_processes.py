@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -44,10 +43,15 @@ def test_load_stack_state_without_a_stack_is_none(tmp_path: Path) -> None:
 
 def test_stop_groups_stops_the_whole_process_group() -> None:
     # A shell that forks two children: both must die with the group, and one ignores SIGTERM.
+    # The subshell says so once its trap is set, after both forks: then all three are in the group
+    # (a fixed sleep was a guess that a loaded machine can beat).
     leader = subprocess.Popen(
-        ["sh", "-c", "sleep 60 & (trap '' TERM; sleep 60) & wait"], start_new_session=True
+        ["sh", "-c", "sleep 60 & (trap '' TERM; echo trapped; sleep 60) & wait"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
     )
-    time.sleep(0.3)
+    assert leader.stdout is not None and leader.stdout.readline() == b"trapped\n"
+    leader.stdout.close()
     members = [int(p) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == leader.pid]
     assert len(members) >= 3
     killed = stop_groups([leader.pid], timeout_s=1.0, reap=lambda pid: leader.poll() is not None)
