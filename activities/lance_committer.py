@@ -16,9 +16,9 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   activities are retried, and ``merge_insert`` on deterministic keys makes the retry idempotent).
   Leadership passes to the oldest waiter, so no caller commits others' rows forever;
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
-  more than ``max_fragments`` fragments, creates the scalar indexes it still lacks and folds new
-  fragments into the existing ones (``optimize_indices``, so values are found by CID through the
-  index, not by scanning), and
+  more than ``max_fragments`` fragments, creates the write path's lookup indexes
+  (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``,
+  so values are found by CID through the index, not by scanning), and
   removes versions older than ``retain_s`` (readers bound to a version keep it that long). It runs
   on the leader's thread while it still leads, so this process never commits into a dataset it is
   compacting.
@@ -38,7 +38,14 @@ from datetime import timedelta
 import pyarrow as pa
 
 from activities.group_commit import GroupCommit
-from api.dataplane.lance_store import LanceStore, MergeResult, create_missing_indexes, dataset_schema
+from api.dataplane.lance_store import (
+    DATASETS,
+    LanceStore,
+    MergeResult,
+    create_missing_indexes,
+    dataset_schema,
+    index_names,
+)
 from formats.object_keys import Scope
 
 log = logging.getLogger("baml_studio.lance_committer")
@@ -107,12 +114,18 @@ class LanceCommitter:
             ds = self.store.open(scope, dataset)
             assert ds is not None
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
-            # later from IndexAndCompact: until then every values_v1 lookup by CID and every
-            # upsert would scan all fragments (measured in bench/soak.py on a fresh stack).
-            if create_missing_indexes(ds, dataset):
+            # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
+            # fragments (measured in bench/soak.py on a fresh stack). Only those: the indexes that
+            # serve queries (value_leaves_v1's n-gram, the bitmaps) are IndexAndCompact's. Folding
+            # them at this cadence cost seconds of CPU each time and read the n-gram postings
+            # ~50 times a second (bench/soak.py, 2026-12-02: 13,000 of moto's 66,000 requests).
+            lookup = DATASETS[dataset].lookup
+            if lookup and create_missing_indexes(ds, dataset, only=lookup):
                 ds = self.store.open(scope, dataset)
                 assert ds is not None
-            ds.optimize.optimize_indices()
+            names = index_names(ds, lookup)
+            if names:
+                ds.optimize.optimize_indices(index_names=names)
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )

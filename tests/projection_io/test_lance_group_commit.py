@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from activities.lance_committer import LanceCommitter
-from api.dataplane.lance_store import LanceStore, MergeResult, dataset_schema
+from api.dataplane.lance_store import DATASETS, LanceStore, MergeResult, dataset_schema
 from formats.object_keys import Scope
 
 SCOPE = Scope("ten_a", "prj_a", "env_a")
@@ -137,3 +137,48 @@ def test_a_new_dataset_gets_its_lookup_indexes_with_its_first_compaction(tmp_pat
     assert ds is not None
     stats = ds.stats.index_stats("cid_idx")
     assert stats["num_unindexed_rows"] < ds.count_rows() // 2  # folded in, not left to scan
+
+
+def test_the_committer_keeps_lookup_indexes_and_leaves_query_indexes_to_the_tick(tmp_path: Path) -> None:
+    # value_leaves_v1's n-gram and bitmap indexes serve queries only: folding them at the commit
+    # cadence cost seconds of CPU a time. values_v1's CID index serves every meta object's lookup.
+    store = LanceStore(root=tmp_path)
+    committer = LanceCommitter(store, interval_s=0.0, max_fragments=2, retain_s=0.0)
+    for i in range(4):
+        committer.merge(SCOPE, "value_leaves_v1", _leaves(i * 10, 10))
+        committer.merge(SCOPE, "values_v1", _values(i * 10, 10))
+    assert committer.stats.compactions >= 2
+    leaves = store.open(SCOPE, "value_leaves_v1")
+    values = store.open(SCOPE, "values_v1")
+    assert leaves is not None and values is not None
+    assert len(leaves.get_fragments()) <= 3 and leaves.list_indices() == []
+    assert [tuple(i["fields"]) for i in values.list_indices()] == [("cid",)]
+    assert DATASETS["values_v1"].lookup == ("cid",) and DATASETS["value_leaves_v1"].lookup == ()
+
+
+def _leaves(start: int, n: int) -> pa.Table:
+    schema = dataset_schema("value_leaves_v1")
+    ids = range(start, start + n)
+    given = {
+        "row_id": [f"leaf{i}" for i in ids],
+        "execution_id": ["x"] * n,
+        "call_id": [f"c{i}" for i in ids],
+        "cid": [f"{i:064x}" for i in ids],
+        "role": ["arg"] * n,
+        "string": [f"text {i}" for i in ids],
+    }
+    return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in schema}, schema=schema)
+
+
+def _values(start: int, n: int) -> pa.Table:
+    schema = dataset_schema("values_v1")
+    return pa.table(
+        {
+            "cid": [f"{i:064x}" for i in range(start, start + n)],
+            "codec": [1] * n,
+            "size_bytes": [4] * n,
+            "body": [b"body"] * n,
+            "locator": [None] * n,
+        },
+        schema=schema,
+    )
