@@ -10,7 +10,8 @@ Rules from PLATFORM.md section 3, which this module is the one place to follow:
   duplicate a key racing a merge), and each batch is de-duplicated on its key first, because
   duplicate *new* keys inside one source batch are inserted twice;
 * key columns carry Lance's unenforced-primary-key metadata, without which two concurrent
-  merge_inserts of the same *new* key both commit (a duplicate);
+  merge_inserts of the same *new* key both commit (a duplicate); and a merge never joins through
+  a scalar index on the key (``use_index(False)``), whose path loses that same check;
 * a commit conflict is retried by Lance against the newest version (``conflict_retries``),
   which rebases the transaction without rewriting the written fragments; an ``OSError`` that
   still says "retry" re-opens the newest version and tries again;
@@ -427,7 +428,11 @@ class LanceStore:
             builder = ds.merge_insert(list(spec.keys)).when_not_matched_insert_all()
             if spec.merge == "upsert":
                 builder = builder.when_matched_update_all(_changed(schema, spec.keys))
-            builder = builder.conflict_retries(self.conflict_retries)
+            # Never join through a scalar index on the key: pylance 14's indexed merge path leaves
+            # the inserted keys out of the transaction, so two writers inserting the same new CID
+            # both commit (every time in tests/projection_io/test_lance_concurrent_inserts.py;
+            # upstream lance-format/lance#9238). The scan join records them and conflicts.
+            builder = builder.conflict_retries(self.conflict_retries).use_index(False)
             try:
                 stats: dict[str, Any] = builder.execute(table)
             except OSError as exc:
