@@ -16,9 +16,9 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   activities are retried, and ``merge_insert`` on deterministic keys makes the retry idempotent).
   Leadership passes to the oldest waiter, so no caller commits others' rows forever;
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
-  more than ``max_fragments`` fragments (size-tiered, :func:`tier_target`), creates the write
-  path's lookup indexes (``DatasetSpec.lookup``) it still lacks and folds new fragments into them
-  (``optimize_indices``, so values are found by CID through the index, not by scanning), and
+  more than ``max_fragments`` fragments, creates the write path's lookup indexes
+  (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``,
+  so values are found by CID through the index, not by scanning), and
   removes versions older than ``retain_s`` (readers bound to a version keep it that long). It runs
   on the leader's thread while it still leads, so this process never commits into a dataset it is
   compacting.
@@ -59,36 +59,8 @@ class CommitStats:
     rows: int = 0
     callers: int = 0
     compactions: int = 0  # each with its index folding and version cleanup
-    rewritten_rows: int = 0  # rows the compactions rewrote (tiered: each row about once per tier)
     maintenance_s: float = 0.0
     by_dataset: dict[str, int] = field(default_factory=dict)
-
-
-TIER_BASE_ROWS = 1024
-TIER_FAN_IN = 4
-# Lance's own default target: fragments this big are left to IndexAndCompact, so a compaction at
-# the commit cadence never rewrites more than about this many rows.
-TIER_MAX_ROWS = 1 << 20
-
-
-def tier_target(
-    rows: list[int], *, base: int = TIER_BASE_ROWS, fan_in: int = TIER_FAN_IN, cap: int = TIER_MAX_ROWS
-) -> int | None:
-    """``target_rows_per_fragment`` for a size-tiered compaction of fragments of these sizes.
-
-    Lance rewrites only fragments smaller than the target, binned into fragments of about the
-    target. Compacting everything with its default target (1M rows) rewrote a whole young dataset
-    at every compaction, a cost that grew with the stream. The target here is the smallest tier
-    (``base * fan_in**j``) under which at least ``fan_in`` fragments lie: only those are merged,
-    into one of the next tier, so a row is rewritten about once per tier (log of the size) and
-    a dataset keeps at most about ``fan_in - 1`` fragments per tier. ``None``: nothing to merge.
-    """
-    target = base
-    while target <= cap:
-        if sum(1 for r in rows if r < target) >= fan_in:
-            return target
-        target *= fan_in
-    return None
 
 
 class LanceCommitter:
@@ -138,14 +110,9 @@ class LanceCommitter:
             ds = self.store.open(scope, dataset)
             if ds is None:
                 return
-            sizes = [f.physical_rows for f in ds.get_fragments()]
-            target = tier_target(sizes)
-            if target is not None:
-                ds.optimize.compact_files(target_rows_per_fragment=target)
-                ds = self.store.open(scope, dataset)
-                assert ds is not None
-                with self._stats_lock:
-                    self.stats.rewritten_rows += sum(r for r in sizes if r < target)
+            ds.optimize.compact_files()
+            ds = self.store.open(scope, dataset)
+            assert ds is not None
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
             # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
             # fragments (measured in bench/soak.py on a fresh stack). Only those: the indexes that

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from activities.lance_committer import LanceCommitter, tier_target
+from activities.lance_committer import LanceCommitter
 from api.dataplane.lance_store import DATASETS, LanceStore, MergeResult, dataset_schema
 from formats.object_keys import Scope
 
@@ -182,32 +182,3 @@ def _values(start: int, n: int) -> pa.Table:
         },
         schema=schema,
     )
-
-
-def test_tier_target_merges_the_smallest_tier_that_has_enough_fragments() -> None:
-    assert tier_target([10] * 3, base=1024, fan_in=4) is None  # nothing worth merging
-    assert tier_target([10] * 4, base=1024, fan_in=4) == 1024
-    # Big fragments are never candidates of a small tier: only the four young ones are merged.
-    assert tier_target([900_000, 5000, 10, 10, 10, 10], base=1024, fan_in=4) == 1024
-    # Three in the first tier are not enough; with the two of the next tier there are five.
-    assert tier_target([3000, 3000, 10, 10, 10], base=1024, fan_in=4) == 4096
-    assert tier_target([2_000_000] * 20, base=1024, fan_in=4, cap=1 << 20) is None  # IndexAndCompact's
-
-
-def test_a_compaction_leaves_fragments_of_a_bigger_tier_as_they_are(tmp_path: Path) -> None:
-    # Compacting with Lance's default target rewrote every fragment of a young dataset each time.
-    store = LanceStore(root=tmp_path)
-    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0)
-    committer.merge(SCOPE, "cid_refs_v1", _refs(0, n=2000))  # one fragment above the first tier
-    ds = store.open(SCOPE, "cid_refs_v1")
-    assert ds is not None
-    (big,) = [f.data_files()[0].path for f in ds.get_fragments()]
-    for i in range(1, 9):
-        committer.merge(SCOPE, "cid_refs_v1", _refs(i))
-    ds = store.open(SCOPE, "cid_refs_v1")
-    assert ds is not None and committer.stats.compactions >= 1
-    assert big in [f.data_files()[0].path for f in ds.get_fragments()]  # the same file, not rewritten
-    assert committer.stats.rewritten_rows < committer.stats.compactions * 1024
-    assert len(ds.get_fragments()) <= 5
-    keys = ds.to_table(columns=["cid"])["cid"].to_pylist()
-    assert len(keys) == len(set(keys)) == 2000 + 8 * 20 + 5
