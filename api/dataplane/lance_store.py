@@ -67,9 +67,10 @@ class DatasetSpec:
 
     @property
     def lookup(self) -> tuple[str, ...]:
-        """Columns the write path finds rows by: an insert-only dataset's indexed keys (values_v1
-        is read by CID for every meta object). The committer keeps these indexes current at its
-        cadence; every other index serves queries only and is left to IndexAndCompact."""
+        """Columns rows are looked up by outside queries: an insert-only dataset's indexed keys
+        (values_v1 is read by CID for every meta object, cid_refs_v1 by an erasure). The committer
+        keeps these indexes current at its cadence; every other index serves queries only and is
+        left to IndexAndCompact. Merges do not use them (``LanceStore.merge``: ``use_index``)."""
         return tuple(c for c in self.keys if c in self.btree) if self.merge == "insert_only" else ()
 
 
