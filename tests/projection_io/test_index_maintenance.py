@@ -5,6 +5,7 @@ delta); a step that loses a commit race is run again (local Lance)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import lance
 import pyarrow as pa
@@ -124,7 +125,7 @@ def _leaves(start: int, n: int, word: str) -> pa.Table:
     return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in schema}, schema=schema)
 
 
-def _ngram_entries(store: LanceStore) -> list[dict[str, object]]:
+def _ngram_entries(store: LanceStore) -> list[Any]:
     ds = store.open(SCOPE, "value_leaves_v1")
     assert ds is not None
     return [i for i in ds.list_indices() if tuple(i["fields"]) == ("string",)]
