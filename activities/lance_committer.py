@@ -44,7 +44,7 @@ from api.dataplane.lance_store import (
     MergeResult,
     create_missing_indexes,
     dataset_schema,
-    index_names,
+    fold_new_rows,
 )
 from formats.object_keys import Scope
 
@@ -120,12 +120,11 @@ class LanceCommitter:
             # them at this cadence cost seconds of CPU each time and read the n-gram postings
             # ~50 times a second (bench/soak.py, 2026-12-02: 13,000 of moto's 66,000 requests).
             lookup = DATASETS[dataset].lookup
-            if lookup and create_missing_indexes(ds, dataset, only=lookup):
-                ds = self.store.open(scope, dataset)
-                assert ds is not None
-            names = index_names(ds, lookup)
-            if names:
-                ds.optimize.optimize_indices(index_names=names)
+            if lookup:
+                if create_missing_indexes(ds, dataset, only=lookup):
+                    ds = self.store.open(scope, dataset)
+                    assert ds is not None
+                fold_new_rows(ds, dataset, only=lookup)
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )

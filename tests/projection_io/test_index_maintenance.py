@@ -10,6 +10,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pytest
+from lance_rows import leaf_rows
 
 from api.dataplane import lance_store
 from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore, dataset_schema, fold_new_rows
@@ -110,21 +111,6 @@ def test_upserts_keep_working_after_a_maintenance_tick(tmp_path: Path) -> None:
     assert ds is not None and ds.count_rows() == 75
 
 
-def _leaves(start: int, n: int, word: str) -> pa.Table:
-    schema = dataset_schema("value_leaves_v1")
-    ids = range(start, start + n)
-    given = {
-        "row_id": [f"leaf{i}" for i in ids],
-        "execution_id": [f"x{i % 5}" for i in ids],
-        "call_id": [f"c{i}" for i in ids],
-        "cid": [f"{i:064x}" for i in ids],
-        "role": ["arg"] * n,
-        "path": ["$.text"] * n,
-        "string": [f"row {i} says {word}" for i in ids],
-    }
-    return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in schema}, schema=schema)
-
-
 def _ngram_entries(store: LanceStore) -> list[Any]:
     ds = store.open(SCOPE, "value_leaves_v1")
     assert ds is not None
@@ -135,10 +121,10 @@ def test_new_rows_get_an_ngram_delta_instead_of_a_rewrite_of_its_postings(tmp_pa
     # Merging new rows into an n-gram index rewrites all of its postings (seconds to minutes of
     # CPU as it grows): a tick gives the new fragments a delta index of their own.
     store = LanceStore(root=tmp_path)
-    store.merge(SCOPE, "value_leaves_v1", _leaves(0, 300, "kiwi"))
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 300, "kiwi"))
     store.index_and_compact(SCOPE, "value_leaves_v1")
     (first,) = _ngram_entries(store)
-    store.merge(SCOPE, "value_leaves_v1", _leaves(300, 200, "mango"))
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(300, 200, "mango"))
     store.index_and_compact(SCOPE, "value_leaves_v1")
     entries = _ngram_entries(store)
     assert len(entries) == 2 and first["uuid"] in {e["uuid"] for e in entries}  # kept, not rewritten

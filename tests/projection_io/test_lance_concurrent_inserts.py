@@ -11,26 +11,18 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import pyarrow as pa
+from lance_rows import value_rows
 
-from api.dataplane.lance_store import DATASETS, LanceStore, create_missing_indexes, dataset_schema
+from api.dataplane.lance_store import DATASETS, LanceStore, create_missing_indexes
 from formats.object_keys import Scope
 
 SCOPE = Scope("ten_a", "prj_a", "env_a")
 ROUNDS = 20
 
 
-def _values(cids: list[str]) -> pa.Table:
-    n = len(cids)
-    return pa.table(
-        {"cid": cids, "codec": [1] * n, "size_bytes": [4] * n, "body": [b"body"] * n, "locator": [None] * n},
-        schema=dataset_schema("values_v1"),
-    )
-
-
 def test_concurrent_inserts_of_the_same_new_keys_keep_one_row_each(tmp_path: Path) -> None:
     first = LanceStore(root=tmp_path)
-    first.merge(SCOPE, "values_v1", _values(["f" * 64]))
+    first.merge(SCOPE, "values_v1", value_rows(["f" * 64]))
     ds = first.open(SCOPE, "values_v1")
     assert ds is not None and create_missing_indexes(ds, "values_v1") == 1
     assert DATASETS["values_v1"].lookup == ("cid",)  # the index every worker has from then on
@@ -42,7 +34,7 @@ def test_concurrent_inserts_of_the_same_new_keys_keep_one_row_each(tmp_path: Pat
         try:
             for r in range(ROUNDS):
                 together.wait(30)
-                store.merge(SCOPE, "values_v1", _values([f"{r:08d}{i:056d}" for i in range(10)]))
+                store.merge(SCOPE, "values_v1", value_rows([f"{r:08d}{i:056d}" for i in range(10)]))
         except BaseException as exc:  # surfaced below, with the thread's own error
             errors.append(exc)
             together.abort()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from lance_rows import leaf_rows, value_rows
 
 from activities.lance_committer import LanceCommitter
 from api.dataplane.lance_store import DATASETS, LanceStore, MergeResult, dataset_schema
@@ -145,8 +146,8 @@ def test_the_committer_keeps_lookup_indexes_and_leaves_query_indexes_to_the_tick
     store = LanceStore(root=tmp_path)
     committer = LanceCommitter(store, interval_s=0.0, max_fragments=2, retain_s=0.0)
     for i in range(4):
-        committer.merge(SCOPE, "value_leaves_v1", _leaves(i * 10, 10))
-        committer.merge(SCOPE, "values_v1", _values(i * 10, 10))
+        committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
+        committer.merge(SCOPE, "values_v1", value_rows([f"{j:064x}" for j in range(i * 10, i * 10 + 10)]))
     assert committer.stats.compactions >= 2
     leaves = store.open(SCOPE, "value_leaves_v1")
     values = store.open(SCOPE, "values_v1")
@@ -154,31 +155,3 @@ def test_the_committer_keeps_lookup_indexes_and_leaves_query_indexes_to_the_tick
     assert len(leaves.get_fragments()) <= 3 and leaves.list_indices() == []
     assert [tuple(i["fields"]) for i in values.list_indices()] == [("cid",)]
     assert DATASETS["values_v1"].lookup == ("cid",) and DATASETS["value_leaves_v1"].lookup == ()
-
-
-def _leaves(start: int, n: int) -> pa.Table:
-    schema = dataset_schema("value_leaves_v1")
-    ids = range(start, start + n)
-    given = {
-        "row_id": [f"leaf{i}" for i in ids],
-        "execution_id": ["x"] * n,
-        "call_id": [f"c{i}" for i in ids],
-        "cid": [f"{i:064x}" for i in ids],
-        "role": ["arg"] * n,
-        "string": [f"text {i}" for i in ids],
-    }
-    return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in schema}, schema=schema)
-
-
-def _values(start: int, n: int) -> pa.Table:
-    schema = dataset_schema("values_v1")
-    return pa.table(
-        {
-            "cid": [f"{i:064x}" for i in range(start, start + n)],
-            "codec": [1] * n,
-            "size_bytes": [4] * n,
-            "body": [b"body"] * n,
-            "locator": [None] * n,
-        },
-        schema=schema,
-    )
