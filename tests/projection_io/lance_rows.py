@@ -18,7 +18,8 @@ def value_rows(cids: list[str]) -> pa.Table:
 
 
 def leaf_rows(start: int, n: int, word: str = "text") -> pa.Table:
-    """value_leaves_v1 rows ``start..start+n``, each string leaf ending in ``word``."""
+    """value_leaves_v1 rows ``start..start+n``, each string leaf ending in ``word``, row ``i``
+    started at ``i`` microseconds."""
     schema = dataset_schema("value_leaves_v1")
     ids = range(start, start + n)
     given = {
@@ -28,6 +29,7 @@ def leaf_rows(start: int, n: int, word: str = "text") -> pa.Table:
         "cid": [f"{i:064x}" for i in ids],
         "role": ["arg"] * n,
         "path": ["$.text"] * n,
+        "started_at_ns": [i * 1000 for i in ids],
         "string": [f"row {i} says {word}" for i in ids],
     }
     return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in schema}, schema=schema)
