@@ -17,15 +17,17 @@ Cold is the first run of a class in this process; warm is p50 / p95 over ``--rep
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -90,7 +92,7 @@ LANCE_GROUP = 40  # copies per Lance append (~5 M value leaves: bounded memory a
 CHDB_GROUP = 100  # copies per ClickHouse batch (~1 M calls)
 
 
-def _groups(items: range | list[int], size: int) -> list[list[int]]:
+def _groups(items: list[int], size: int) -> list[list[int]]:
     seq = list(items)
     return [seq[i : i + size] for i in range(0, len(seq), size)]
 
@@ -114,6 +116,70 @@ def _layout(table: pa.Table) -> pa.Table:
     return table.sort_by([(c, "ascending") for c in keys]) if keys else table
 
 
+@dataclass
+class Base:
+    """The executions projected for real, and what their copies are made from."""
+
+    truth: Any
+    projections: list[Any]
+    public: dict[str, pa.Table]  # relation -> the base's rows, as Boundary receives them
+    span: int  # ns between a copy's start and the next one's
+
+    @property
+    def execution_ids(self) -> list[str]:
+        return [p.execution_id for p in self.projections]
+
+
+PRIVATE_COPIED = ("value_leaves_v1", "calls_v1", "errors_v1", LEDGER)  # values_v1 is shared by CID
+IDS = ("execution_id", "row_id", "root_id")
+
+
+def project_base(profiles: Path, base_executions: int) -> Base:
+    from coordinator_corpus import project_profile
+
+    truth = synthesize(profiles, SynthConfig(seed=5, processes=2, executions=base_executions))
+    projections = project_profile(profiles)
+    public: dict[str, list[pa.Table]] = {}
+    for p in projections:
+        for b in build_batches(p, SCOPE, 1):
+            public.setdefault(b.header.relation, []).append(read_ipc(b.ipc))
+    base = {rel: pa.concat_tables(parts) for rel, parts in public.items()}
+    starts = base["calls_v1"]["started_at_ns"]
+    span = int(pc.max(starts).as_py()) - int(pc.min(starts).as_py()) + 1
+    return Base(truth, projections, base, span)
+
+
+def append_private(lance: LanceStore, private: dict[str, pa.Table], rounds: list[int], span: int) -> None:
+    """Copies ``rounds`` of the base's private rows, appended in groups (ids new by construction)."""
+    for name, table in private.items():
+        for group in _groups(rounds, LANCE_GROUP):
+            copies = [_replica(table, r, r * span, IDS) for r in group]
+            if name == LEDGER:
+                copies = [_ledger_ids(c) for c in copies]
+            lance.append_new(SCOPE, name, _layout(pa.concat_tables(copies)))
+
+
+def ingest_public(store: FactStore, base: Base, rounds: list[int]) -> int:
+    """Copies ``rounds`` of every public relation, each group of copies one checked batch; calls."""
+    n_calls = 0
+    batch_scope = BatchScope(SCOPE.tenant_id, SCOPE.project_id, SCOPE.environment_id, 1)
+    for relation, table in base.public.items():
+        if relation == "function_definitions_v1":
+            if 0 not in rounds:
+                continue
+            chosen = [0]  # per program, not per execution: one copy
+        else:
+            chosen = rounds
+        for group in _groups(chosen, CHDB_GROUP):
+            part = pa.concat_tables([_replica(table, r, r * base.span, IDS) if r else table for r in group])
+            n_calls += part.num_rows if relation == "calls_v1" else 0
+            ident = BatchIdentity(
+                f"bench-{relation}-{group[0]}", relation, 1, "00" * 32, "sha256:" + "0" * 64
+            )
+            store.ingest(ident, batch_scope, part)
+    return n_calls
+
+
 def build(calls: int, work: Path, base_executions: int) -> tuple[FactStore, LanceStore, ClassParams, Any]:
     """The corpus: a base projected by the real projection core, replicated with vectorised Arrow.
 
@@ -124,59 +190,34 @@ def build(calls: int, work: Path, base_executions: int) -> tuple[FactStore, Lanc
     and value distribution the projector writes; values are shared by CID across copies, as
     recurring values are in a real deployment. The corpus bypasses the publisher, the SQS bridge
     and Temporal: those have their own benchmarks, and here only the query path is timed.
+    Copies are streamed in groups, so memory stays bounded at any size.
     """
-    from coordinator_corpus import commit_private, project_profile
+    from coordinator_corpus import commit_private
 
     t0 = time.perf_counter()
-    truth = synthesize(work / "profiles", SynthConfig(seed=5, processes=2, executions=base_executions))
-    projections = project_profile(work / "profiles")
-    t1 = time.perf_counter()
-    public: dict[str, list[pa.Table]] = {}
-    for p in projections:
-        for b in build_batches(p, SCOPE, 1):
-            public.setdefault(b.header.relation, []).append(read_ipc(b.ipc))
-    base = {rel: pa.concat_tables(parts) for rel, parts in public.items()}
-    base_calls = base["calls_v1"].num_rows
+    base = project_base(work / "profiles", base_executions)
+    truth, projections, span = base.truth, base.projections, base.span
+    base_calls = base.public["calls_v1"].num_rows
     replicas = max(1, round(calls / base_calls))
-    starts = base["calls_v1"]["started_at_ns"]
-    span = int(pc.max(starts).as_py()) - int(pc.min(starts).as_py()) + 1
-    ids = ("execution_id", "row_id", "root_id")
+    t1 = time.perf_counter()
 
-    # Lance: the base through the projector's own commit (values, leaves, calls, ledger), then the
-    # copies, streamed in groups and appended (their ids are new by construction: no key join).
+    # Lance: the base through the projector's own commit (values, leaves, calls, ledger), then the copies.
     lance = LanceStore(root=work / "lance")
     commit_private(lance, SCOPE, 1, projections)
-    for name in ("value_leaves_v1", "calls_v1", "errors_v1", LEDGER):
-        ds = lance.open(SCOPE, name)
-        if ds is None:
-            continue
-        table = ds.to_table()
-        for group in _groups(range(1, replicas), LANCE_GROUP):
-            copies = [_replica(table, r, r * span, ids) for r in group]
-            if name == LEDGER:
-                copies = [_ledger_ids(c) for c in copies]
-            lance.append_new(SCOPE, name, _layout(pa.concat_tables(copies)))
-        print(f"  lance {name}: {lance.count(SCOPE, name)} rows ({time.perf_counter() - t1:.0f}s)")
+    private = {n: ds.to_table() for n in PRIVATE_COPIED if (ds := lance.open(SCOPE, n)) is not None}
+    append_private(lance, private, list(range(1, replicas)), span)
+    t_append = time.perf_counter()
     for name in DATASETS:
         lance.index_and_compact(SCOPE, name)
     t2 = time.perf_counter()
 
-    # ClickHouse: every public relation in groups of copies, each group one checked batch.
     store = FactStore.open(path=work / "chdb", database=DB)
-    n_calls = 0
-    batch_scope = BatchScope(SCOPE.tenant_id, SCOPE.project_id, SCOPE.environment_id, 1)
-    for relation, table in base.items():
-        # function definitions are per program, not per execution: one copy
-        rounds = [0] if relation == "function_definitions_v1" else range(replicas)
-        for g, group in enumerate(_groups(rounds, CHDB_GROUP)):
-            part = pa.concat_tables([_replica(table, r, r * span, ids) if r else table for r in group])
-            n_calls += part.num_rows if relation == "calls_v1" else 0
-            ident = BatchIdentity(f"bench-{relation}-{g}", relation, 1, "00" * 32, "sha256:" + "0" * 64)
-            store.ingest(ident, batch_scope, part)
+    n_calls = ingest_public(store, base, list(range(replicas)))
     t3 = time.perf_counter()
     print(
         f"corpus: {n_calls} calls ({replicas} copies of {base_calls} calls, {len(projections)} executions); "
-        f"synth+project {t1 - t0:.1f}s, lance+indexes {t2 - t1:.1f}s, chdb {t3 - t2:.1f}s"
+        f"synth+project {t1 - t0:.1f}s, lance appends {t_append - t1:.1f}s, "
+        f"lance indexes {t2 - t_append:.1f}s, chdb {t3 - t2:.1f}s"
     )
     last = replicas - 1
     calls_list = []
@@ -248,6 +289,13 @@ def timed_classes(params: ClassParams, store: FactStore) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class Timed:
+    seconds: float
+    outcome: qo.QueryOutcome
+    answer: str  # digest of the rows
+
+
 class _Recorded:
     """A Lance dataset that records the scans the coordinator asks of it, so the bench can
     replay exactly those scans on bare Lance: the raw engine's share of a private class."""
@@ -269,7 +317,8 @@ def run_class(
     lance: LanceStore,
     cache: DiskValueCache,
     record: list[tuple[Any, dict[str, Any]]] | None = None,
-) -> tuple[float, qo.QueryOutcome]:
+) -> Timed:
+    """One run through the coordinator; ``record`` collects the Lance scans it issued."""
     started = time.perf_counter()
     plan = plan_query(sql, candidate_cap=5_000_000)
     assert lance.root is not None
@@ -278,7 +327,9 @@ def run_class(
     def reader() -> PrivateReader:
         bound = PrivateReader.bind(lance, SCOPE, 1, cache=cache, objects=objects)
         if record is not None:
-            bound.datasets = {k: v if v is None else _Recorded(v, record) for k, v in bound.datasets.items()}
+            bound.datasets = {
+                k: v if v is None else cast(Any, _Recorded(v, record)) for k, v in bound.datasets.items()
+            }
         return bound
 
     run = QueryRun(
@@ -290,10 +341,11 @@ def run_class(
         interactive=False,
         candidate_cap=5_000_000,
     )
-    for _ in run.lines():
-        pass
+    lines = list(run.lines())
     assert run.outcome is not None
-    return time.perf_counter() - started, run.outcome
+    # Every line but the last, the outcome (whose figures vary from run to run).
+    digest = hashlib.sha256(b"".join(lines[:-1])).hexdigest()
+    return Timed(time.perf_counter() - started, run.outcome, digest)
 
 
 def replay_lance(record: list[tuple[Any, dict[str, Any]]]) -> float:
@@ -308,6 +360,85 @@ def run_raw(sql: str, facts: DirectFacts) -> float:
     started = time.perf_counter()
     facts.resident_query(sql, max_rows=10_000_000).to_pylist()
     return time.perf_counter() - started
+
+
+def tick(lance: LanceStore) -> dict[str, float]:
+    """One IndexAndCompact tick over every dataset: seconds per dataset."""
+    out = {}
+    for name in DATASETS:
+        started = time.perf_counter()
+        lance.index_and_compact(SCOPE, name)
+        out[name] = time.perf_counter() - started
+    return out
+
+
+def _print_tick(label: str, seconds: dict[str, float]) -> None:
+    parts = ", ".join(f"{n} {s:.1f}" for n, s in seconds.items() if s >= 0.05)
+    print(f"{label}: {sum(seconds.values()):.1f}s ({parts})")
+
+
+TICK_CLASSES = ("Q8", "Q10", "Q11", "Q12")  # the private classes: they read what a tick rewrites
+
+
+def maintenance(
+    work: Path, base_executions: int, more: int, facts: DirectFacts, lance: LanceStore, params: ClassParams
+) -> None:
+    """A tick on the corpus as built, then ``more`` executions appended and a tick while the
+    private classes run: tick times, and each class's latency and answer beside the tick."""
+    store = facts.store
+    _print_tick("tick on the corpus as built", tick(lance))
+    profiles = work / "tick-profiles"
+    shutil.rmtree(profiles, ignore_errors=True)
+    base = project_base(profiles, base_executions)  # the same seed: the base the corpus holds
+    ids = base.execution_ids
+    private: dict[str, pa.Table] = {}
+    for name in PRIVATE_COPIED:
+        ds = lance.open(SCOPE, name)
+        if ds is None:
+            continue
+        column = "root_id" if name == LEDGER else "execution_id"
+        chunks = [
+            ds.to_table(filter=f"{column} IN ({', '.join(repr(i) for i in part)})") for part in _chunks(ids)
+        ]
+        private[name] = pa.concat_tables(chunks)
+    if private[LEDGER].num_rows != len(ids):
+        raise SystemExit(f"the corpus under {work} was not built from this base: rebuild it")
+    replicas = lance.count(SCOPE, LEDGER) // len(ids)
+    rounds = list(range(replicas, replicas + max(1, round(more / len(ids)))))
+    started = time.perf_counter()
+    append_private(lance, private, rounds, base.span)
+    n_calls = ingest_public(store, base, rounds)
+    print(
+        f"appended {len(rounds) * len(ids)} executions ({n_calls} calls) in "
+        f"{time.perf_counter() - started:.1f}s"
+    )
+    sqls = {n: q for n, q in class_sql(params).items() if n in TICK_CLASSES}
+    cache = DiskValueCache(work / "value-cache", 4 << 30)
+    quiet: dict[str, list[Timed]] = {
+        n: [run_class(q, facts, lance, cache) for _ in range(4)][1:] for n, q in sqls.items()
+    }
+    during: dict[str, list[Timed]] = {n: [] for n in sqls}
+    result: dict[str, float] = {}
+    worker = threading.Thread(target=lambda: result.update(tick(lance)))
+    worker.start()
+    while worker.is_alive():
+        for n, q in sqls.items():
+            during[n].append(run_class(q, facts, lance, cache))
+    worker.join()
+    _print_tick(f"tick after {len(rounds) * len(ids)} more executions", result)
+    print(f"{'class':<9}{'quiet p50':>10}{'tick p50':>10}{'tick max':>10}{'runs':>6}  answers")
+    for n in sqls:
+        q50 = statistics.median(t.seconds for t in quiet[n]) * 1000
+        runs = during[n]
+        (before,) = {t.answer for t in quiet[n]}  # a quiet corpus answers the same every time
+        same = all(t.answer == before for t in runs)
+        d50 = statistics.median(t.seconds for t in runs) * 1000 if runs else float("nan")
+        dmax = max((t.seconds for t in runs), default=float("nan")) * 1000
+        print(f"{n:<9}{q50:>10.1f}{d50:>10.1f}{dmax:>10.1f}{len(runs):>6}  {'same' if same else 'DIFFER'}")
+
+
+def _chunks(ids: list[str], size: int = 1000) -> list[list[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def main() -> None:
@@ -326,6 +457,13 @@ def main() -> None:
     parser.add_argument(
         "--build-only", action="store_true", help="build the corpus under --work, time nothing"
     )
+    parser.add_argument(
+        "--maintenance",
+        action="store_true",
+        help="time IndexAndCompact ticks on the corpus under --work (as built, then after "
+        "--more-executions), with the private classes running during the second",
+    )
+    parser.add_argument("--more-executions", type=int, default=100_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-query-") as tmp:
         work = args.work or Path(tmp)
@@ -342,6 +480,9 @@ def main() -> None:
             saved.write_text(json.dumps(params.__dict__))
         if args.build_only:
             return
+        if args.maintenance:
+            maintenance(work, args.base_executions, args.more_executions, DirectFacts(store), lance, params)
+            return
         shutil.rmtree(work / "value-cache", ignore_errors=True)  # cold means an empty value cache too
         cache = DiskValueCache(work / "value-cache", 4 << 30)
         facts = DirectFacts(store)
@@ -355,8 +496,9 @@ def main() -> None:
         for name, sql in sqls.items():
             if chosen and name not in chosen and name.split("@")[0].removesuffix("ja") not in chosen:
                 continue
-            cold, outcome = run_class(sql, facts, lance, cache)
-            warm = sorted(run_class(sql, facts, lance, cache)[0] for _ in range(args.repeats))
+            first = run_class(sql, facts, lance, cache)
+            cold, outcome = first.seconds, first.outcome
+            warm = sorted(run_class(sql, facts, lance, cache).seconds for _ in range(args.repeats))
             p50 = statistics.median(warm)
             p95 = warm[min(len(warm) - 1, int(0.95 * len(warm)))]
             raw_text, ratio_text, lance_text = "", "", ""
