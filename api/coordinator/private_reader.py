@@ -163,7 +163,11 @@ class PrivateReader:
             roots = table["root_id"].combine_chunks()
             LEDGER_ARRAYS.put(key, roots)
         if roots is not None:
-            return pc.fill_null(pc.is_in(ids, value_set=roots), False)
+            # Hash the candidates, not the roots: is_in builds a hash table of its value set on
+            # every call, and a generation holds millions of roots (3.8 M at 15 M calls: 0.7-0.9 s
+            # per query that way, 0.2 s this way for 100 k candidates).
+            present = roots.filter(pc.is_in(roots, value_set=pc.unique(ids)))
+            return pc.fill_null(pc.is_in(ids, value_set=present), False)
         found = self.indexed_executions(pc.unique(ids).to_pylist())
         return pc.fill_null(pc.is_in(ids, value_set=pa.array(sorted(found), pa.string())), False)
 
