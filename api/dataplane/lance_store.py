@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from api.dataplane.aws import ObjectStoreAccess
+from api.dataplane.index_tiers import entries_to_merge
 from formats import catalog
 from formats.deployment_settings import reveal
 from formats.lance_schemas import LEDGER, LEDGER_SCHEMA, private_schema
@@ -163,40 +164,32 @@ def create_missing_indexes(ds: lance.LanceDataset, dataset: str, only: tuple[str
     return built
 
 
-NGRAM_MAX_DELTAS = 8  # n-gram index entries per column before the deltas are merged
-
-
 def fold_new_rows(ds: lance.LanceDataset, dataset: str, only: tuple[str, ...] | None = None) -> None:
     """Fold the rows added since the last fold into the dataset's existing indexes (those on the
-    columns in ``only``, when given).
+    columns in ``only``, when given), the way :mod:`api.dataplane.index_tiers` says: a delta
+    entry, or a merge with the newest entries that are small beside what is folded.
 
-    An n-gram index is given a delta index over the new fragments (``num_indices_to_merge=0``):
-    merging new rows into it rewrites all of its postings (measured with pylance 14 on moto:
-    74 s of CPU for 200 new rows at 200,000 rows, against 3-5 s for a delta), long enough that a
-    worker's compaction commits first and the fold loses the race (bench/soak.py, 2026-12-02).
-    Every query probes every delta, so once a column has ``NGRAM_MAX_DELTAS`` entries the fold
-    merges the deltas (and the new rows) into one, leaving the oldest entry, the bulk of the
-    postings, as it is: the merge costs the rows that arrived since that entry was built.
-    The other kinds merge into their newest index, which costs what arrived (0.03 s for a btree
-    at the same size).
+    Merging new rows into one entry rewrites all of it: an n-gram index's postings (measured with
+    pylance 14 on moto: 74 s of CPU for 200 new rows at 200,000 rows, against 3-5 s for a delta,
+    long enough that a worker's compaction committed first and the fold lost the race), a BTREE
+    of 188 M value leaves on every tick. Entry sizes come from the manifest (fragment row counts):
+    no index file is read to decide.
     """
-    spec = DATASETS[dataset]
-    ngram_fields = {(c,) for c in spec.ngram}
+    fragment_rows = {f.fragment_id: f.metadata.physical_rows for f in ds.get_fragments()}
     wanted = None if only is None else {(c,) for c in only}
-    ngram: dict[str, int] = {}  # index name -> entries (the original and its deltas)
-    others: set[str] = set()
+    entries: dict[str, list[tuple[int, list[int]]]] = {}  # index -> (version, fragments) per entry
     for index in ds.list_indices():
-        fields = tuple(index["fields"])
-        if wanted is None or fields in wanted:
-            name = str(index["name"])
-            if fields in ngram_fields:
-                ngram[name] = ngram.get(name, 0) + 1
-            else:
-                others.add(name)
-    if others:
-        ds.optimize.optimize_indices(index_names=sorted(others))
-    for name, entries in sorted(ngram.items()):
-        merge = entries - 1 if entries >= NGRAM_MAX_DELTAS else 0
+        if wanted is None or tuple(index["fields"]) in wanted:
+            fragments = [int(f) for f in index["fragment_ids"]]
+            entries.setdefault(str(index["name"]), []).append((int(index["version"]), fragments))
+    for name, found in sorted(entries.items()):
+        found.sort()  # oldest first
+        covered = {f for _, fragments in found for f in fragments}
+        new_rows = sum(n for f, n in fragment_rows.items() if f not in covered)
+        if new_rows == 0:
+            continue
+        sizes = [sum(fragment_rows.get(f, 0) for f in fragments) for _, fragments in found]
+        merge = entries_to_merge(sizes, new_rows)
         ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=merge)
 
 

@@ -16,7 +16,6 @@ from api.dataplane import lance_store
 from api.dataplane.lance_store import (
     DATASETS,
     LEDGER,
-    NGRAM_MAX_DELTAS,
     LanceStore,
     dataset_schema,
     fold_new_rows,
@@ -128,10 +127,10 @@ def test_new_rows_get_an_ngram_delta_instead_of_a_rewrite_of_its_postings(tmp_pa
     # Merging new rows into an n-gram index rewrites all of its postings (seconds to minutes of
     # CPU as it grows): a tick gives the new fragments a delta index of their own.
     store = LanceStore(root=tmp_path)
-    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 300, "kiwi"))
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 3_000, "kiwi"))
     store.index_and_compact(SCOPE, "value_leaves_v1")
     (first,) = _ngram_entries(store)
-    store.merge(SCOPE, "value_leaves_v1", leaf_rows(300, 200, "mango"))
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(3_000, 200, "mango"))
     store.index_and_compact(SCOPE, "value_leaves_v1")
     entries = _ngram_entries(store)
     assert len(entries) == 2 and first["uuid"] in {e["uuid"] for e in entries}  # kept, not rewritten
@@ -139,31 +138,36 @@ def test_new_rows_get_an_ngram_delta_instead_of_a_rewrite_of_its_postings(tmp_pa
     assert ds is not None
     assert ds.stats.index_stats(str(first["name"]))["num_unindexed_rows"] == 0
     assert ds.count_rows(filter="contains(string, 'mango')") == 200
-    assert ds.count_rows(filter="contains(string, 'kiwi')") == 300
+    assert ds.count_rows(filter="contains(string, 'kiwi')") == 3_000
 
 
-def test_ngram_deltas_are_merged_into_one_before_they_pile_up(tmp_path: Path) -> None:
-    # Each tick adds a delta and every query probes every delta: past NGRAM_MAX_DELTAS entries a
-    # tick merges the deltas into one, keeping the first index (the bulk of the postings) as is.
+def test_many_ticks_keep_few_index_entries_and_never_rewrite_the_first_one(tmp_path: Path) -> None:
+    # Each tick's rows get a delta (or a merge with the small newest deltas, index_tiers): the
+    # first, big entry of each index is kept, every query probes only a few entries.
     store = LanceStore(root=tmp_path)
-    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 100, "word0x"))
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 20_000, "word0x"))
     store.index_and_compact(SCOPE, "value_leaves_v1")
-    (base,) = _ngram_entries(store)
+    first = {e["name"]: e["uuid"] for e in _entries(store)}
     counts = []
-    ticks = NGRAM_MAX_DELTAS + 2
+    ticks = 12
     for k in range(1, ticks + 1):
-        store.merge(SCOPE, "value_leaves_v1", leaf_rows(k * 100, 100, f"word{k}x"))
+        store.merge(SCOPE, "value_leaves_v1", leaf_rows(20_000 + k * 100, 100, f"word{k}x"))
         store.index_and_compact(SCOPE, "value_leaves_v1")
         counts.append(len(_ngram_entries(store)))
-    assert max(counts) <= NGRAM_MAX_DELTAS
-    assert min(counts[NGRAM_MAX_DELTAS - 1 :]) < NGRAM_MAX_DELTAS  # a merge happened
-    assert base["uuid"] in {e["uuid"] for e in _ngram_entries(store)}
+    assert max(counts) <= 4
+    assert {e["uuid"] for e in _entries(store)} >= set(first.values())
     ds = store.open(SCOPE, "value_leaves_v1")
     assert ds is not None
-    assert ds.stats.index_stats(str(base["name"]))["num_unindexed_rows"] == 0
-    assert [ds.count_rows(filter=f"contains(string, 'word{k}x')") for k in range(ticks + 1)] == [100] * (
-        ticks + 1
-    )
+    assert all(ds.stats.index_stats(name)["num_unindexed_rows"] == 0 for name in first)
+    expected = [20_000] + [100] * ticks
+    assert [ds.count_rows(filter=f"contains(string, 'word{k}x')") for k in range(ticks + 1)] == expected
+    assert ds.count_rows(filter="call_id = 'c20550'") == 1  # through the BTREE and its deltas
+
+
+def _entries(store: LanceStore) -> list[Any]:
+    ds = store.open(SCOPE, "value_leaves_v1")
+    assert ds is not None
+    return list(ds.list_indices())
 
 
 def test_a_window_of_leaf_start_times_is_pruned_through_the_zone_map(tmp_path: Path) -> None:
