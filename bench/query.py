@@ -44,7 +44,7 @@ from api.boundary.facts.store import Budget as ChBudget
 from api.coordinator.executor import Budget, QueryRun
 from api.coordinator.planner import plan_query
 from api.coordinator.private_reader import PrivateReader
-from api.coordinator.query_classes import PUBLIC_CLASSES, ClassParams, class_sql
+from api.coordinator.query_classes import NS_PER_DAY, PUBLIC_CLASSES, ClassParams, class_sql
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import DirObjects
 from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore, ledger_row_id
@@ -123,13 +123,14 @@ class Base:
     truth: Any
     projections: list[Any]
     public: dict[str, pa.Table]  # relation -> the base's rows, as Boundary receives them
-    span: int  # ns between a copy's start and the next one's
+    span: int  # ns from the base's first call to its last
 
     @property
     def execution_ids(self) -> list[str]:
         return [p.execution_id for p in self.projections]
 
 
+CORPUS_FILE = "corpus.json"  # how the copies were laid out: later appends continue from it
 PRIVATE_COPIED = ("value_leaves_v1", "calls_v1", "errors_v1", LEDGER)  # values_v1 is shared by CID
 IDS = ("execution_id", "row_id", "root_id")
 
@@ -149,17 +150,18 @@ def project_base(profiles: Path, base_executions: int) -> Base:
     return Base(truth, projections, base, span)
 
 
-def append_private(lance: LanceStore, private: dict[str, pa.Table], rounds: list[int], span: int) -> None:
-    """Copies ``rounds`` of the base's private rows, appended in groups (ids new by construction)."""
+def append_private(lance: LanceStore, private: dict[str, pa.Table], rounds: list[int], stride: int) -> None:
+    """Copies ``rounds`` of the base's private rows, copy ``r`` starting ``r * stride`` after the
+    base, appended in groups (ids new by construction)."""
     for name, table in private.items():
         for group in _groups(rounds, LANCE_GROUP):
-            copies = [_replica(table, r, r * span, IDS) for r in group]
+            copies = [_replica(table, r, r * stride, IDS) for r in group]
             if name == LEDGER:
                 copies = [_ledger_ids(c) for c in copies]
             lance.append_new(SCOPE, name, _layout(pa.concat_tables(copies)))
 
 
-def ingest_public(store: FactStore, base: Base, rounds: list[int]) -> int:
+def ingest_public(store: FactStore, base: Base, rounds: list[int], stride: int) -> int:
     """Copies ``rounds`` of every public relation, each group of copies one checked batch; calls."""
     n_calls = 0
     batch_scope = BatchScope(SCOPE.tenant_id, SCOPE.project_id, SCOPE.environment_id, 1)
@@ -171,7 +173,7 @@ def ingest_public(store: FactStore, base: Base, rounds: list[int]) -> int:
         else:
             chosen = rounds
         for group in _groups(chosen, CHDB_GROUP):
-            part = pa.concat_tables([_replica(table, r, r * base.span, IDS) if r else table for r in group])
+            part = pa.concat_tables([_replica(table, r, r * stride, IDS) if r else table for r in group])
             n_calls += part.num_rows if relation == "calls_v1" else 0
             ident = BatchIdentity(
                 f"bench-{relation}-{group[0]}", relation, 1, "00" * 32, "sha256:" + "0" * 64
@@ -180,7 +182,9 @@ def ingest_public(store: FactStore, base: Base, rounds: list[int]) -> int:
     return n_calls
 
 
-def build(calls: int, work: Path, base_executions: int) -> tuple[FactStore, LanceStore, ClassParams, Any]:
+def build(
+    calls: int, work: Path, base_executions: int, days: int
+) -> tuple[FactStore, LanceStore, ClassParams, Any]:
     """The corpus: a base projected by the real projection core, replicated with vectorised Arrow.
 
     Running the synthetic profiler and the projector for a million calls takes CPU-hours on two
@@ -196,9 +200,13 @@ def build(calls: int, work: Path, base_executions: int) -> tuple[FactStore, Lanc
 
     t0 = time.perf_counter()
     base = project_base(work / "profiles", base_executions)
-    truth, projections, span = base.truth, base.projections, base.span
+    truth, projections = base.truth, base.projections
     base_calls = base.public["calls_v1"].num_rows
     replicas = max(1, round(calls / base_calls))
+    # Copies spread over ``days`` (the seed's 30), so "the last day" is a thirtieth of the corpus
+    # and a time window prunes, as in a deployment; never closer than the base's own span.
+    span = max(base.span, days * NS_PER_DAY // replicas)
+    (work / CORPUS_FILE).write_text(json.dumps({"stride_ns": span, "copies": replicas}))
     t1 = time.perf_counter()
 
     # Lance: the base through the projector's own commit (values, leaves, calls, ledger), then the copies.
@@ -212,7 +220,7 @@ def build(calls: int, work: Path, base_executions: int) -> tuple[FactStore, Lanc
     t2 = time.perf_counter()
 
     store = FactStore.open(path=work / "chdb", database=DB)
-    n_calls = ingest_public(store, base, list(range(replicas)))
+    n_calls = ingest_public(store, base, list(range(replicas)), span)
     t3 = time.perf_counter()
     print(
         f"corpus: {n_calls} calls ({replicas} copies of {base_calls} calls, {len(projections)} executions); "
@@ -240,11 +248,10 @@ def build(calls: int, work: Path, base_executions: int) -> tuple[FactStore, Lanc
         for v in s.values
         if v.role == "input" and isinstance(v.json, dict) and "invoice" in v.json
     )
-    day = 24 * 3_600_000_000_000
     now = all_starts[-1]
     params = ClassParams(
         now_ns=now,
-        window_start_ns=now - day,
+        window_start_ns=now - NS_PER_DAY,
         window_end_ns=now + 1,
         root_function=str(row["function_name"]),
         llm_function="support.llm.ClassifyTicket",
@@ -403,11 +410,13 @@ def maintenance(
         private[name] = pa.concat_tables(chunks)
     if private[LEDGER].num_rows != len(ids):
         raise SystemExit(f"the corpus under {work} was not built from this base: rebuild it")
-    replicas = lance.count(SCOPE, LEDGER) // len(ids)
+    corpus = json.loads((work / CORPUS_FILE).read_text())
+    replicas, stride = int(corpus["copies"]), int(corpus["stride_ns"])
     rounds = list(range(replicas, replicas + max(1, round(more / len(ids)))))
     started = time.perf_counter()
-    append_private(lance, private, rounds, base.span)
-    n_calls = ingest_public(store, base, rounds)
+    append_private(lance, private, rounds, stride)
+    n_calls = ingest_public(store, base, rounds, stride)
+    (work / CORPUS_FILE).write_text(json.dumps({"stride_ns": stride, "copies": rounds[-1] + 1}))
     print(
         f"appended {len(rounds) * len(ids)} executions ({n_calls} calls) in "
         f"{time.perf_counter() - started:.1f}s"
@@ -464,6 +473,7 @@ def main() -> None:
         "--more-executions), with the private classes running during the second",
     )
     parser.add_argument("--more-executions", type=int, default=100_000)
+    parser.add_argument("--days", type=int, default=30, help="the time the corpus spans (the seed's 30 days)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-query-") as tmp:
         work = args.work or Path(tmp)
@@ -476,7 +486,7 @@ def main() -> None:
             print(f"corpus: reused {work} ({n_calls} calls)")
         else:
             work.mkdir(parents=True, exist_ok=True)
-            store, lance, params, n_calls = build(args.calls, work, args.base_executions)
+            store, lance, params, n_calls = build(args.calls, work, args.base_executions, args.days)
             saved.write_text(json.dumps(params.__dict__))
         if args.build_only:
             return
