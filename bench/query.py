@@ -4,10 +4,14 @@ Builds a corpus with the synthetic profiler and the real projection code (public
 Boundary's fact store on chdb, private rows into Lance with indexes built), then runs every class
 of api/coordinator/query_classes.py through the coordinator's planner and executor. The public
 part goes through Boundary's own guard and fact store in-process (the HTTP hop is left out, so the
-ratio measures the coordinator, not TLS). For each public-only class the same guarded SQL also runs
-directly on ClickHouse in the same run: ``ratio`` = coordinator / raw (target < 1.5x).
+ratio measures the coordinator, not TLS). The raw engines do the same work in the same run: for
+a public class the same guarded SQL directly on ClickHouse; for a private class the plan's
+resident subquery on ClickHouse plus the Lance scans a warm coordinator run issued, replayed on
+bare Lance. ``ratio`` = coordinator / raw (target < 1.5x). Q10 also runs with a Japanese needle,
+Q11 and Q12 with windows holding 10 k and 100 k candidate calls.
 
 Cold is the first run of a class in this process; warm is p50 / p95 over ``--repeats`` more runs.
+``--maintenance`` times IndexAndCompact ticks instead (docs/query.md).
 
     .venv/bin/python bench/query.py                      # 1 M calls (~250 k executions)
     .venv/bin/python bench/query.py --calls 15000000     # the full-size run of DESIGN.md section 8
@@ -27,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,6 +56,7 @@ from formats import query_output as qo
 from formats.object_keys import Scope
 from formats.synth import SynthConfig, synthesize
 
+T = TypeVar("T")
 SCOPE = Scope("tenbench", "projbench", "envbench")
 DB = "bench_query"
 
@@ -92,9 +97,8 @@ LANCE_GROUP = 40  # copies per Lance append (~5 M value leaves: bounded memory a
 CHDB_GROUP = 100  # copies per ClickHouse batch (~1 M calls)
 
 
-def _groups(items: list[int], size: int) -> list[list[int]]:
-    seq = list(items)
-    return [seq[i : i + size] for i in range(0, len(seq), size)]
+def _groups(items: list[T], size: int) -> list[list[T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _ledger_ids(table: pa.Table) -> pa.Table:
@@ -405,7 +409,8 @@ def maintenance(
             continue
         column = "root_id" if name == LEDGER else "execution_id"
         chunks = [
-            ds.to_table(filter=f"{column} IN ({', '.join(repr(i) for i in part)})") for part in _chunks(ids)
+            ds.to_table(filter=f"{column} IN ({', '.join(repr(i) for i in part)})")
+            for part in _groups(ids, 1000)
         ]
         private[name] = pa.concat_tables(chunks)
     if private[LEDGER].num_rows != len(ids):
@@ -444,10 +449,6 @@ def maintenance(
         d50 = statistics.median(t.seconds for t in runs) * 1000 if runs else float("nan")
         dmax = max((t.seconds for t in runs), default=float("nan")) * 1000
         print(f"{n:<9}{q50:>10.1f}{d50:>10.1f}{dmax:>10.1f}{len(runs):>6}  {'same' if same else 'DIFFER'}")
-
-
-def _chunks(ids: list[str], size: int = 1000) -> list[list[str]]:
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def main() -> None:
