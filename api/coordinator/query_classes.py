@@ -87,7 +87,7 @@ def class_sql(p: ClassParams) -> dict[str, str]:
         "Q11": (
             "SELECT execution_id, call_id, output['score'] AS score FROM calls_v1 "
             f"WHERE function_name = {_q(p.llm_function)} AND {window} "
-            "ORDER BY score DESC, call_id LIMIT 10"
+            "ORDER BY score DESC, call_id, execution_id LIMIT 10"
         ),
         "Q12": (
             "SELECT args['customer']['tier'] AS tier, count() AS calls, avg(duration_ns) AS mean_duration_ns "
