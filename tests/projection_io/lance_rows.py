@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from api.dataplane.lance_store import dataset_schema
+from api.dataplane.lance_store import LEDGER, dataset_schema, ledger_row_id
 
 
 def value_rows(cids: list[str]) -> pa.Table:
@@ -33,3 +33,23 @@ def leaf_rows(start: int, n: int, word: str = "text") -> pa.Table:
         "string": [f"row {i} says {word}" for i in ids],
     }
     return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in schema}, schema=schema)
+
+
+def ledger_rows(roots: list[str], generation: int = 1, status: str = "projected") -> pa.Table:
+    """Ledger rows for these roots in ``generation``, keyed as the projector keys them."""
+    n = len(roots)
+    return pa.table(
+        {
+            "row_id": [ledger_row_id(generation, r) for r in roots],
+            "root_id": roots,
+            "generation": [generation] * n,
+            "process_euid": ["e"] * n,
+            "status": [status] * n,
+            "index_state": ["complete"] * n,
+            "value_state": ["complete"] * n,
+            "meta_key": [None] * n,
+            "lance_state": ["committed"] * n,
+            "committed_at_ns": [1] * n,
+        },
+        schema=dataset_schema(LEDGER),
+    )

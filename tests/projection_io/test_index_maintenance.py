@@ -10,7 +10,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pytest
-from lance_rows import leaf_rows
+from lance_rows import leaf_rows, ledger_rows
 
 from api.dataplane import lance_store
 from api.dataplane.lance_store import (
@@ -81,22 +81,7 @@ def test_an_index_of_another_kind_is_replaced(tmp_path: Path) -> None:
 
 
 def _ledger_rows(start: int, n: int, status: str = "projected") -> pa.Table:
-    ids = range(start, start + n)
-    return pa.table(
-        {
-            "row_id": [f"row{i}" for i in ids],
-            "root_id": [f"{i:064x}" for i in ids],
-            "generation": [1] * n,
-            "process_euid": ["e"] * n,
-            "status": [status] * n,
-            "index_state": ["complete"] * n,
-            "value_state": ["complete"] * n,
-            "meta_key": [None] * n,
-            "lance_state": ["committed"] * n,
-            "committed_at_ns": [1] * n,
-        },
-        schema=dataset_schema(LEDGER),
-    )
+    return ledger_rows([f"{i:064x}" for i in range(start, start + n)], status=status)
 
 
 def test_upserts_keep_working_after_a_maintenance_tick(tmp_path: Path) -> None:
