@@ -135,6 +135,18 @@ class Base:
 
 
 CORPUS_FILE = "corpus.json"  # how the copies were laid out: later appends continue from it
+
+
+def _save_layout(work: Path, stride_ns: int, copies: int) -> None:
+    (work / CORPUS_FILE).write_text(json.dumps({"stride_ns": stride_ns, "copies": copies}))
+
+
+def _load_layout(work: Path) -> tuple[int, int]:
+    """(stride_ns, copies) of the corpus under ``work``."""
+    layout = json.loads((work / CORPUS_FILE).read_text())
+    return int(layout["stride_ns"]), int(layout["copies"])
+
+
 PRIVATE_COPIED = ("value_leaves_v1", "calls_v1", "errors_v1", LEDGER)  # values_v1 is shared by CID
 IDS = ("execution_id", "row_id", "root_id")
 
@@ -209,22 +221,21 @@ def build(
     replicas = max(1, round(calls / base_calls))
     # Copies spread over ``days`` (the seed's 30), so "the last day" is a thirtieth of the corpus
     # and a time window prunes, as in a deployment; never closer than the base's own span.
-    span = max(base.span, days * NS_PER_DAY // replicas)
-    (work / CORPUS_FILE).write_text(json.dumps({"stride_ns": span, "copies": replicas}))
+    stride = max(base.span, days * NS_PER_DAY // replicas)
+    _save_layout(work, stride, replicas)
     t1 = time.perf_counter()
 
     # Lance: the base through the projector's own commit (values, leaves, calls, ledger), then the copies.
     lance = LanceStore(root=work / "lance")
     commit_private(lance, SCOPE, 1, projections)
     private = {n: ds.to_table() for n in PRIVATE_COPIED if (ds := lance.open(SCOPE, n)) is not None}
-    append_private(lance, private, list(range(1, replicas)), span)
+    append_private(lance, private, list(range(1, replicas)), stride)
     t_append = time.perf_counter()
-    for name in DATASETS:
-        lance.index_and_compact(SCOPE, name)
+    tick(lance)  # the first tick builds every index
     t2 = time.perf_counter()
 
     store = FactStore.open(path=work / "chdb", database=DB)
-    n_calls = ingest_public(store, base, list(range(replicas)), span)
+    n_calls = ingest_public(store, base, list(range(replicas)), stride)
     t3 = time.perf_counter()
     print(
         f"corpus: {n_calls} calls ({replicas} copies of {base_calls} calls, {len(projections)} executions); "
@@ -234,7 +245,7 @@ def build(
     last = replicas - 1
     calls_list = []
     for e in truth.executions:
-        zero = e.started_unix_ns - e.spans[0].started_ns + last * span
+        zero = e.started_unix_ns - e.spans[0].started_ns + last * stride
         for s in e.spans:
             calls_list.append(zero + s.started_ns)
     all_starts = sorted(calls_list)
@@ -415,13 +426,12 @@ def maintenance(
         private[name] = pa.concat_tables(chunks)
     if private[LEDGER].num_rows != len(ids):
         raise SystemExit(f"the corpus under {work} was not built from this base: rebuild it")
-    corpus = json.loads((work / CORPUS_FILE).read_text())
-    replicas, stride = int(corpus["copies"]), int(corpus["stride_ns"])
+    stride, replicas = _load_layout(work)
     rounds = list(range(replicas, replicas + max(1, round(more / len(ids)))))
     started = time.perf_counter()
     append_private(lance, private, rounds, stride)
     n_calls = ingest_public(store, base, rounds, stride)
-    (work / CORPUS_FILE).write_text(json.dumps({"stride_ns": stride, "copies": rounds[-1] + 1}))
+    _save_layout(work, stride, rounds[-1] + 1)
     print(
         f"appended {len(rounds) * len(ids)} executions ({n_calls} calls) in "
         f"{time.perf_counter() - started:.1f}s"
@@ -444,16 +454,16 @@ def maintenance(
     after = runs(3)
     _print_tick(f"tick after {len(rounds) * len(ids)} more executions", result)
     print(f"{'class':<9}{'before':>9}{'during':>9}{'max':>9}{'after':>9}{'runs':>6}  answers (ms, p50)")
+
+    def p50(ts: list[Timed]) -> float:
+        return statistics.median(t.seconds for t in ts) * 1000 if ts else float("nan")
+
     for n in sqls:
-        # The bench's copies share call ids, so rows tied on (value, call_id) may come in either
-        # order: an answer counts as the same when a quiet run gave it too.
+        # An answer counts as the same when a quiet run gave it too; more than one quiet answer
+        # means the class orders tied rows arbitrarily, and is reported.
         quiet = {t.answer for t in before[n] + after[n]}
         same = all(t.answer in quiet for t in during[n])
         ties = f", {len(quiet)} orders of tied rows" if len(quiet) > 1 else ""
-
-        def p50(ts: list[Timed]) -> float:
-            return statistics.median(t.seconds for t in ts) * 1000 if ts else float("nan")
-
         dmax = max((t.seconds for t in during[n]), default=float("nan")) * 1000
         print(
             f"{n:<9}{p50(before[n]):>9.1f}{p50(during[n]):>9.1f}{dmax:>9.1f}{p50(after[n]):>9.1f}"
