@@ -2,38 +2,37 @@
 
 The worker's activities each have a little to write (a small meta object's rows, its few public
 batches), and the stores charge per write, not per row: a Lance commit, a Boundary request. So
-callers submit their item under a key and wait; the first caller leads: it waits until
-``interval_s`` after that key's previous flush, collecting what the others submit meanwhile,
-flushes the whole group in one call, hands every caller its own answer, runs ``after`` (upkeep
-that must not overlap this process's next flush of the key) and passes leadership to the oldest
-waiter, so no caller flushes others' items forever. A flush that raises raises in every caller
-whose item it held; each caller returns only once a flush holding its item is done.
+callers enqueue their item under a key and wait on its future. Each key with items waiting has
+one leader thread: it waits until ``interval_s`` after that key's previous flush, collecting what
+is enqueued meanwhile, flushes the whole group in one call, hands every caller its own answer,
+runs ``after`` (upkeep that must not overlap this process's next flush of the key), and leads
+the next group, until nothing is waiting. A flush that raises raises in every caller whose item
+it held; each caller's future is done only once a flush holding its item is done.
+
+Leaders are threads per key, not per caller: an activity that writes seven datasets enqueues
+seven items and waits, instead of holding seven threads (one per dataset per concurrent
+activity) that only wait. So a worker can run hundreds of activities at once, which is what its
+throughput needs: each small meta object spends about two cadences waiting (its datasets, then
+the ledger), and the activities in flight divided by that wait bound the objects per second.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 I = TypeVar("I")  # noqa: E741
 R = TypeVar("R")
 
+log = logging.getLogger("baml_studio.group_commit")
+
 # flush(key, items) -> one answer per item, in order: a result, or the exception for that item.
 Flush = Callable[[K, list[I]], Sequence["R | BaseException"]]
-
-
-@dataclass
-class _Waiter(Generic[I, R]):
-    item: I
-    wake: threading.Event = field(default_factory=threading.Event)
-    lead: bool = False
-    done: bool = False
-    result: R | None = None
-    error: BaseException | None = None
 
 
 class GroupCommit(Generic[K, I, R]):
@@ -43,63 +42,67 @@ class GroupCommit(Generic[K, I, R]):
         *,
         interval_s: float = 1.0,
         after: Callable[[K], None] | None = None,
+        name: str = "group-commit",
     ) -> None:
         self._flush = flush
         self.interval_s = interval_s
         self._after = after
+        self._name = name
         self._lock = threading.Lock()
-        self._queues: dict[K, list[_Waiter[I, R]]] = {}
+        self._queues: dict[K, list[tuple[I, Future[R]]]] = {}
         self._leading: set[K] = set()
         self._last: dict[K, float] = {}
 
-    def submit(self, key: K, item: I) -> R:
-        me: _Waiter[I, R] = _Waiter(item)
+    def enqueue(self, key: K, item: I) -> Future[R]:
+        """Queue ``item`` for the key's next flush; the future holds its answer."""
+        done: Future[R] = Future()
         with self._lock:
-            self._queues.setdefault(key, []).append(me)
-            if key not in self._leading:
-                self._leading.add(key)
-                me.lead = True
-        if not me.lead:
-            me.wake.wait()
-        if not me.done:
-            self._lead(key, me)
-        if me.error is not None:
-            raise me.error
-        return me.result  # type: ignore[return-value]
+            self._queues.setdefault(key, []).append((item, done))
+            start = key not in self._leading
+            self._leading.add(key)
+        if start:
+            threading.Thread(target=self._lead, args=(key,), name=f"{self._name}-{key}", daemon=True).start()
+        return done
 
-    def _lead(self, key: K, me: _Waiter[I, R]) -> None:
-        wait = self._last.get(key, 0.0) + self.interval_s - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        with self._lock:
-            group = self._queues.pop(key, [])
+    def submit(self, key: K, item: I) -> R:
+        """Queue ``item`` and wait for the flush that holds it: its answer, or its exception."""
+        return self.enqueue(key, item).result()
+
+    def _lead(self, key: K) -> None:
+        while True:
+            wait = self._last.get(key, 0.0) + self.interval_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            with self._lock:
+                group = self._queues.pop(key, [])
+            self._flush_group(key, group)
+            self._last[key] = time.monotonic()
+            failed = any(f.exception() is not None for _, f in group)
+            try:
+                if self._after is not None and group and not failed:
+                    self._after(key)
+            except Exception as exc:
+                # Upkeep never fails a caller (theirs are answered already), and the leader must
+                # go on: a dead leader would leave the key's next callers waiting forever.
+                log.warning("%s upkeep after a flush failed (%s)", self._name, type(exc).__name__)
+            with self._lock:
+                if not self._queues.get(key):
+                    self._leading.discard(key)
+                    return
+
+    def _flush_group(self, key: K, group: list[tuple[I, Future[R]]]) -> None:
+        if not group:
+            return
         try:
-            answers = list(self._flush(key, [w.item for w in group]))
+            answers = list(self._flush(key, [item for item, _ in group]))
             if len(answers) != len(group):
                 raise RuntimeError(f"a flush answered {len(answers)} items of {len(group)}")
-            for w, answer in zip(group, answers, strict=True):
-                if isinstance(answer, BaseException):
-                    w.error = answer
-                else:
-                    w.result = answer
         except BaseException as exc:  # every caller whose item the flush held must see it
-            for w in group:
-                w.error = exc
-        self._last[key] = time.monotonic()
-        for w in group:
-            w.done = True
-            if w is not me:
-                w.wake.set()
-        try:
-            if self._after is not None and me.error is None:
-                self._after(key)
-        finally:
-            with self._lock:
-                waiting = self._queues.get(key)
-                successor = waiting[0] if waiting else None
-                if successor is None:
-                    self._leading.discard(key)
-                else:
-                    successor.lead = True
-            if successor is not None:
-                successor.wake.set()
+            for _, f in group:
+                f.set_exception(exc)
+            return
+        for (_, f), answer in zip(group, answers, strict=True):
+            if isinstance(answer, BaseException):
+                f.set_exception(answer)
+            else:
+                f.set_result(answer)

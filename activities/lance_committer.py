@@ -8,20 +8,19 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
 150-190 ms). The committer fixes both halves:
 
 * **cadence** (:class:`activities.group_commit.GroupCommit` keyed by (scope, dataset)): callers
-  enqueue their rows and wait; the first caller leads, waits until ``interval_s`` after that
+  enqueue their rows and wait; the dataset's leader thread waits until ``interval_s`` after that
   dataset's previous commit (collecting whatever arrives meanwhile), and commits everything
-  queued in one ``merge_insert``. Every
-  caller returns only after a commit holding its rows, so "Lance before the ledger" still holds
-  per execution, and a failure is raised to every caller whose rows the commit held (their
-  activities are retried, and ``merge_insert`` on deterministic keys makes the retry idempotent).
-  Leadership passes to the oldest waiter, so no caller commits others' rows forever;
+  queued in one ``merge_insert``. Every caller returns only after a commit holding its rows, so
+  "Lance before the ledger" still holds per execution, and a failure is raised to every caller
+  whose rows the commit held (their activities are retried, and ``merge_insert`` on
+  deterministic keys makes the retry idempotent);
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
   more than ``max_fragments`` fragments, creates the write path's lookup indexes
   (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``,
   so values are found by CID through the index, not by scanning), and
   removes versions older than ``retain_s`` (readers bound to a version keep it that long). It runs
-  on the leader's thread while it still leads, so this process never commits into a dataset it is
-  compacting.
+  on the dataset's leader thread before its next commit, so this process never commits into a
+  dataset it is compacting.
 
 Several worker processes still commit to one dataset independently; Lance retries their
 conflicts against the newest version without rewriting fragments.
@@ -32,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -80,12 +80,17 @@ class LanceCommitter:
         # Fragments of each dataset's newest commit by this process: whether maintenance is due.
         self._fragments: dict[tuple[Scope, str], int] = {}
         self._group: GroupCommit[tuple[Scope, str], pa.Table, MergeResult] = GroupCommit(
-            self._commit, interval_s=interval_s, after=self._maintain
+            self._commit, interval_s=interval_s, after=self._maintain, name="lance-commit"
         )
 
     def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
         """Merge ``table`` into the dataset; returns once a commit holding these rows is done."""
         return self._group.submit((scope, dataset), table)
+
+    def enqueue(self, scope: Scope, dataset: str, table: pa.Table) -> Future[MergeResult]:
+        """Queue ``table`` for the dataset's next commit without waiting: a caller writing several
+        datasets queues them all, then waits, and their commits run side by side."""
+        return self._group.enqueue((scope, dataset), table)
 
     def _commit(self, key: tuple[Scope, str], tables: list[pa.Table]) -> list[MergeResult]:
         scope, dataset = key

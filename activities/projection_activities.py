@@ -138,11 +138,6 @@ class ProjectionActivities:
         self.sqs = sqs
         self.queue_url = queue_url
         self._pool = ThreadPoolExecutor(max_workers=batch_threads, thread_name_prefix="projection-io")
-        # Lance merges wait for the committer's next commit: their own pool, so S3 prefetches
-        # never queue behind them (one thread per dataset per concurrent activity).
-        self._lance_pool = ThreadPoolExecutor(
-            max_workers=len(DATASETS) * max(2, settings.activity_threads), thread_name_prefix="lance"
-        )
         self.committer = LanceCommitter(
             lance,
             interval_s=settings.commit_interval_s,
@@ -156,7 +151,6 @@ class ProjectionActivities:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        self._lance_pool.shutdown(wait=True)
 
     def activities(self) -> list[Any]:
         return [self.ingest_pack, self.project_meta_object, self.quarantine_object, self.active_generation]
@@ -383,10 +377,10 @@ class ProjectionActivities:
             if table.num_rows and dataset != LEDGER:
                 tables[dataset] = table
         tables = {dataset: tables[dataset] for dataset in DATASETS if dataset in tables}
-        # The datasets are independent: commit them side by side (Lance works outside the GIL),
-        # each through the group commit shared with concurrent activities; the ledger only after
-        # every one of them has committed.
-        futures = [self._lance_pool.submit(self.committer.merge, scope, d, t) for d, t in tables.items()]
+        # The datasets are independent: queue them all for their next commits, which run side by
+        # side (Lance works outside the GIL), each shared with concurrent activities; the ledger
+        # only after every one of them has committed.
+        futures = [self.committer.enqueue(scope, d, t) for d, t in tables.items()]
         for future in futures:
             future.result()
             _heartbeat("lance")

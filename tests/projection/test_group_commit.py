@@ -100,3 +100,24 @@ def test_grouped_sink_sends_one_request_and_fails_only_the_conflicting_caller() 
     assert len(inner.requests) == 2
     assert sorted(inner.requests[1]) == sorted(["b0", "b1", "x2", "b3", "b4", "program-defs"])
     assert [isinstance(g, RuntimeError) for g in got] == [False, False, True, False, False]
+
+
+def test_one_caller_queues_several_keys_and_their_flushes_run_side_by_side() -> None:
+    """A projection queues its seven datasets at once: their commits overlap, and the leaders are
+    one thread per key, whatever the number of callers waiting."""
+    both_started = threading.Barrier(2, timeout=5)
+    leaders: set[threading.Thread] = set()  # the objects, so no id of an ended thread is reused
+
+    def flush(key: str, items: list[int]) -> list[int]:
+        leaders.add(threading.current_thread())
+        if key in ("a", "b") and items[0] == 0:
+            both_started.wait()  # raises BrokenBarrierError unless a's and b's flushes overlap
+        return [i + 1 for i in items]
+
+    group: GroupCommit[str, int, int] = GroupCommit(flush, interval_s=0.2)
+    futures = [group.enqueue("a", 0), group.enqueue("b", 0)]
+    assert [f.result(timeout=10) for f in futures] == [1, 1]
+    got = _run(40, lambda i: [group.enqueue(k, i) for k in "ab"])
+    assert sorted(f.result(timeout=10) for fs in got for f in fs) == sorted(list(range(1, 41)) * 2)
+    # A leader per key per busy period (4 here, unless a caller comes late), never one per caller (80).
+    assert len(leaders) < 20

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -205,10 +206,15 @@ def make_activities(
 
 
 def start_moto_process(port: int) -> subprocess.Popen[bytes]:
-    """moto_server in a process of its own, as S3 is in production: its request handling does not
-    share the caller's GIL (the benchmarks measure the caller's CPU)."""
+    """The embedded stack's moto (worker/stack/moto_store.py) in a process of its own, as S3 is in
+    production: its request handling does not share the caller's GIL (the benchmarks measure the
+    caller's CPU). The stack's, not the released ``moto_server``: the benchmarks measure the
+    stack, and the released server spends most of its CPU dispatching each request
+    (worker/stack/moto_dispatch_speedup.py: 63% of it under ``bench/projection.py --shape small``)."""
+    journal = Path(tempfile.mkdtemp(prefix="bench-moto-")) / "s3.journal"
     proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "worker.stack.moto_store", "--port", str(port), "--journal", str(journal)],
+        cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
