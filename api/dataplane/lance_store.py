@@ -48,6 +48,7 @@ log = logging.getLogger("baml_studio.lance_store")
 Merge = Literal["upsert", "insert_only"]
 LOOKUP_CHUNK = 8192  # CIDs per IN filter (about 0.6 MB of filter text)
 VALUES_HANDLE_TTL_S = 1.0
+LATEST_PROBES = 8  # newer versions LanceStore.open tries one by one before it lists _versions/
 MAINTENANCE_ATTEMPTS = 4  # per step of index_and_compact that can lose a commit race
 # The shared session's caches (per store, so per process): a worker's hot index pages and footers fit.
 INDEX_CACHE_BYTES = 512 << 20
@@ -244,7 +245,8 @@ class MergeResult:
 
 
 class LanceStore:
-    """Datasets of every scope under one bucket (or local root). Thread-safe; holds no open datasets."""
+    """Datasets of every scope under one bucket (or local root). Thread-safe; holds no open datasets
+    (only the newest version number it saw of each, where :meth:`open` starts)."""
 
     def __init__(
         self,
@@ -264,6 +266,9 @@ class LanceStore:
         self.outer_retries = outer_retries
         self._create_lock = threading.Lock()
         self._values_handles: dict[Scope, tuple[float, lance.LanceDataset]] = {}
+        # Newest version seen per dataset URI (opened or committed): where ``open`` starts looking.
+        self._seen: dict[str, int] = {}
+        self._seen_lock = threading.Lock()
         # One cache of index pages and file metadata for every dataset this store opens. Without
         # it each open (every lookup, every commit) read the BTREE pages and the data files'
         # footers from S3 again: in bench/soak.py most of moto's Lance requests were re-reads of
@@ -319,18 +324,57 @@ class LanceStore:
     # --- reading -----------------------------------------------------------------------------
 
     def open(self, scope: Scope, dataset: str, version: int | None = None) -> lance.LanceDataset | None:
-        """The newest committed version (or ``version``), or None when the dataset does not exist yet."""
+        """The newest committed version (or ``version``), or None when the dataset does not exist yet.
+
+        The newest version is found from the newest one this store has seen, by opening the next
+        version numbers until one is missing (Lance commits versions in order, each manifest
+        created once): O(1) requests. Lance itself lists ``_versions/``, whose length is every
+        version kept (``cleanup_old_versions`` keeps ten minutes of commits at the committer's
+        cadence): on moto, 4 ms at 13 versions and 86 ms at 609, for every open of every merge,
+        lookup and query (bench/soak.py: half of moto's CPU serialised those listings). A store
+        that is far behind (more than ``LATEST_PROBES`` new versions) lists once instead.
+        """
+        uri = self.uri(scope, dataset)
+        if version is not None:
+            return self._open_version(uri, version)
+        known = self._seen.get(uri)
+        if known is not None:
+            ds = self._probe_newest(uri, known)
+            if ds is not None:
+                return ds
+        ds = self._open_version(uri, None)
+        if ds is not None:
+            self._saw(uri, ds.version)
+        return ds
+
+    def _open_version(self, uri: str, version: int | None) -> lance.LanceDataset | None:
         try:
-            return lance.dataset(
-                self.uri(scope, dataset),
-                version=version,
-                storage_options=self._options(),
-                session=self.session,
-            )
+            return lance.dataset(uri, version=version, storage_options=self._options(), session=self.session)
         except (ValueError, OSError, FileNotFoundError) as exc:
             if _is_missing(exc):
                 return None
             raise
+
+    def _probe_newest(self, uri: str, known: int) -> lance.LanceDataset | None:
+        """The newest version from ``known`` on, or None when a listing is the cheaper way."""
+        newest, at = None, known
+        for _ in range(LATEST_PROBES + 1):  # up to LATEST_PROBES new ones, and the missing next
+            ahead = self._open_version(uri, at + 1)
+            if ahead is None:
+                break
+            newest, at = ahead, at + 1
+        else:
+            return None
+        if newest is None:
+            newest = self._open_version(uri, known)  # still the newest (its manifest is cached)
+        if newest is not None:
+            self._saw(uri, at)
+        return newest
+
+    def _saw(self, uri: str, version: int) -> None:
+        with self._seen_lock:
+            if version > self._seen.get(uri, 0):
+                self._seen[uri] = version
 
     def read(
         self, scope: Scope, dataset: str, *, columns: list[str] | None = None, filter: str | None = None
@@ -462,6 +506,7 @@ class LanceStore:
                 time.sleep(0.05 * attempt)
                 continue
             # execute() moves ``ds`` to the version it committed: no second open (one S3 round trip).
+            self._saw(self.uri(scope, dataset), ds.version)
             return MergeResult(
                 dataset,
                 int(stats.get("num_inserted_rows", 0)),

@@ -1,0 +1,62 @@
+"""LanceStore.open finds the newest version from the newest one it saw, without listing
+``_versions/`` (whose length is every version kept), and is never behind another writer's commits
+(local Lance: a second store stands for another worker process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+
+from api.dataplane import lance_store as ls
+from api.dataplane.lance_store import LanceStore, dataset_schema
+from formats.object_keys import Scope
+
+SCOPE = Scope("ten_a", "prj_a", "env_a")
+
+
+def _refs(i: int) -> pa.Table:
+    return pa.table(
+        {"cid": [f"{i:064x}"], "root_id": ["r"], "process_euid": ["e"]}, schema=dataset_schema("cid_refs_v1")
+    )
+
+
+def test_open_is_always_the_newest_version_and_lists_only_when_far_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, writer = LanceStore(root=tmp_path), LanceStore(root=tmp_path)
+    listings: list[str] = []
+    opened = LanceStore._open_version
+
+    def spy(self: LanceStore, uri: str, version: int | None) -> Any:
+        if self is reader and version is None:
+            listings.append(uri)
+        return opened(self, uri, version)
+
+    monkeypatch.setattr(LanceStore, "_open_version", spy)
+    assert reader.open(SCOPE, "cid_refs_v1") is None  # no dataset yet: nothing to start from
+    writer.merge(SCOPE, "cid_refs_v1", _refs(0))
+    first = reader.open(SCOPE, "cid_refs_v1")
+    assert first is not None and len(listings) == 2  # the first sight of a dataset lists once
+
+    for behind in (0, 1, 3, ls.LATEST_PROBES):
+        for i in range(behind):
+            writer.merge(SCOPE, "cid_refs_v1", _refs(100 * behind + i))
+        newest = lance.dataset(reader.uri(SCOPE, "cid_refs_v1")).version
+        ds = reader.open(SCOPE, "cid_refs_v1")
+        assert ds is not None and ds.version == newest and ds.count_rows() == ds.version - 1
+    assert len(listings) == 2  # up to LATEST_PROBES commits behind: found by opening the next ones
+
+    for i in range(ls.LATEST_PROBES + 1):
+        writer.merge(SCOPE, "cid_refs_v1", _refs(1000 + i))
+    ds = reader.open(SCOPE, "cid_refs_v1")
+    assert ds is not None and ds.version == lance.dataset(reader.uri(SCOPE, "cid_refs_v1")).version
+    assert len(listings) == 3  # further behind: one listing is the cheaper way
+
+    # Its own commits move it too: the next open starts at the version it committed.
+    committed = reader.merge(SCOPE, "cid_refs_v1", _refs(5000)).version
+    assert reader.open(SCOPE, "cid_refs_v1").version == committed  # type: ignore[union-attr]
+    assert len(listings) == 3
