@@ -15,7 +15,9 @@ Rules from PLATFORM.md section 3, which this module is the one place to follow:
 * a commit conflict is retried by Lance against the newest version (``conflict_retries``),
   which rebases the transaction without rewriting the written fragments; an ``OSError`` that
   still says "retry" re-opens the newest version and tries again;
-* datasets are re-opened per operation, so a reader always sees the newest committed version;
+* datasets are re-opened per operation, so a reader always sees the newest committed version,
+  found by opening the version numbers after the newest one seen, not by listing ``_versions/``
+  (:meth:`LanceStore.open`);
 * datasets are created with stable row ids, so positions survive compaction (Query floors 3).
 """
 
