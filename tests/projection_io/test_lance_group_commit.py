@@ -68,8 +68,9 @@ def test_concurrent_merges_share_commits_and_keep_one_row_per_key(tmp_path: Path
     store = SlowStore(tmp_path)
     got = _run(LanceCommitter(store, interval_s=0.0), [_refs(i) for i in range(8)])
     assert all(isinstance(r, MergeResult) for r in got)
-    # The first caller commits alone (or with a few); the rest queue behind it and share.
-    assert 2 <= len(store.commits) < 8
+    # The callers share commits: the dataset's leader takes whatever is queued when it commits
+    # (all 8 at once when they all arrive before its first commit starts).
+    assert 1 <= len(store.commits) < 8
     table = store.read(SCOPE, "cid_refs_v1")
     keys = table["cid"].to_pylist()
     assert len(keys) == len(set(keys)) == 8 * 20 + 5

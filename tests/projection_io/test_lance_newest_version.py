@@ -60,3 +60,23 @@ def test_open_is_always_the_newest_version_and_lists_only_when_far_behind(
     committed = reader.merge(SCOPE, "cid_refs_v1", _refs(5000)).version
     assert reader.open(SCOPE, "cid_refs_v1").version == committed  # type: ignore[union-attr]
     assert len(listings) == 3
+
+
+def _sources(text: str) -> pa.Table:
+    return pa.table(
+        {"program_id": ["p1", "p1"], "file_id": [0, 1], "path": ["a.baml", "b.baml"], "text": [text, "b"]},
+        schema=dataset_schema("source_files_v1"),
+    )
+
+
+def test_a_programs_unchanged_rows_commit_no_new_version(tmp_path: Path) -> None:
+    """Every execution carries its program's rows: sent again unchanged, they make no version
+    (each kept version lengthens the listing that every commit makes)."""
+    store = LanceStore(root=tmp_path)
+    first = store.merge(SCOPE, "source_files_v1", _sources("a"))
+    again = store.merge(SCOPE, "source_files_v1", _sources("a"))
+    assert (again.version, again.inserted, again.updated) == (first.version, 0, 0)
+    changed = store.merge(SCOPE, "source_files_v1", _sources("a, edited"))
+    assert (changed.version, changed.updated) == (first.version + 1, 1)
+    ds = store.open(SCOPE, "source_files_v1")
+    assert ds is not None and sorted(ds.to_table()["text"].to_pylist()) == ["a, edited", "b"]
