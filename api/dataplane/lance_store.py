@@ -512,7 +512,8 @@ class LanceStore:
                 # no version, whose manifest every later open and commit of the dataset lists. Only
                 # a dry run: its transaction, committed from Python, loses the inserted keys that
                 # Lance's conflict check needs (two inserts of one new key both land), so a merge
-                # that changes something runs again through execute().
+                # that changes something runs again through execute(). That rare case (a new
+                # program) leaves the dry run's data files unreferenced, for Lance's cleanup.
                 return MergeResult(dataset, 0, 0, ds.version, len(ds.get_fragments()))
             try:
                 stats: dict[str, Any] = builder.execute(table)
