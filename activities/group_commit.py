@@ -52,6 +52,7 @@ class GroupCommit(Generic[K, I, R]):
         self._queues: dict[K, list[tuple[I, Future[R]]]] = {}
         self._leading: set[K] = set()
         self._last: dict[K, float] = {}
+        self._leaders: list[threading.Thread] = []
 
     def enqueue(self, key: K, item: I) -> Future[R]:
         """Queue ``item`` for the key's next flush; the future holds its answer."""
@@ -61,8 +62,21 @@ class GroupCommit(Generic[K, I, R]):
             start = key not in self._leading
             self._leading.add(key)
         if start:
-            threading.Thread(target=self._lead, args=(key,), name=f"{self._name}-{key}", daemon=True).start()
+            # Not a daemon: a process that exits waits for the commit (and upkeep) in progress.
+            # A daemon leader cut off inside Lance at interpreter exit aborted the process
+            # ("PyGILState_Release ... finalizing", tests/projection_io/test_several_workers.py).
+            leader = threading.Thread(target=self._lead, args=(key,), name=f"{self._name}-{key}")
+            with self._lock:
+                self._leaders = [t for t in self._leaders if t.is_alive()] + [leader]
+            leader.start()
         return done
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Wait for the leaders: every item queued so far is flushed, and its upkeep done."""
+        with self._lock:
+            leaders = list(self._leaders)
+        for leader in leaders:
+            leader.join(timeout_s)
 
     def submit(self, key: K, item: I) -> R:
         """Queue ``item`` and wait for the flush that holds it: its answer, or its exception."""

@@ -92,6 +92,10 @@ class LanceCommitter:
         datasets queues them all, then waits, and their commits run side by side."""
         return self._group.enqueue((scope, dataset), table)
 
+    def close(self) -> None:
+        """Wait for the commits (and their upkeep) in progress."""
+        self._group.close()
+
     def _commit(self, key: tuple[Scope, str], tables: list[pa.Table]) -> list[MergeResult]:
         scope, dataset = key
         schema = dataset_schema(dataset)

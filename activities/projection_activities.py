@@ -51,6 +51,7 @@ from activities.projection.walk import (
     plan_meta_walk,
 )
 from activities.settings import ProjectionSettings
+from activities.work_gate import WorkGate
 from api.dataplane.lance_store import (
     DATASETS,
     LEDGER,
@@ -145,12 +146,14 @@ class ProjectionActivities:
             retain_s=settings.commit_retain_s,
         )
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
+        self._gate = WorkGate(settings.executions_in_flight)
         self._meta_indexes: LruCache[str, MetaIndex] = LruCache(_META_INDEX_CACHE)
         self._stream_starts: LruCache[str, ms.StreamStarted] = LruCache(_META_INDEX_CACHE)
         self.engines = EngineRegistry(s3, bucket)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self.committer.close()
 
     def activities(self) -> list[Any]:
         return [self.ingest_pack, self.project_meta_object, self.quarantine_object, self.active_generation]
@@ -489,6 +492,20 @@ class ProjectionActivities:
         ]
         if not ended:
             return c.ProjectMetaResult(inp.key, inp.generation)
+        # A slot per execution, held while its segments and rows are in memory (work_gate.py).
+        with self._gate.hold(len(ended), waiting=lambda: _heartbeat("waiting for memory")):
+            return self._project_ended(reader, inp, parsed, ended, began)
+
+    def _project_ended(
+        self,
+        reader: EvidenceReader,
+        inp: c.ProjectMetaInput,
+        parsed: ParsedKey,
+        ended: list[ms.RootEnded],
+        began: float,
+    ) -> c.ProjectMetaResult:
+        scope = parsed.scope
+        assert parsed.euid is not None and parsed.sequence is not None
         started = self._stream_started(reader, scope, parsed.euid)
         # The executions of one meta object share most of their data segments: fetch the union
         # once, concurrently.

@@ -89,6 +89,14 @@ class ProjectionSettings(DeploymentSettings):
             "objects per second is at most this over a small object's ~2-4 s of waiting)."
         ),
     )
+    executions_in_flight: int = Field(
+        default=2048,
+        ge=1,
+        description=(
+            "Executions a worker projects at once, summed over its activities (a meta object "
+            "takes one slot per execution it ends): bounds memory when big objects queue up."
+        ),
+    )
     pending_initial_s: float = Field(default=2.0, gt=0, description="First wait before re-trying pending.")
     pending_max_s: float = Field(default=60.0, gt=0, description="Longest wait between pending re-tries.")
     pending_deadline_s: float = Field(
