@@ -33,11 +33,13 @@ class WorkGate:
         is called every ``every_s`` while it waits (an activity's heartbeat: a wait is not a
         dead worker)."""
         weight = min(max(1, weight), self.capacity)
-        with self._free:
-            while not self._free.wait_for(lambda: self.held + weight <= self.capacity, every_s):
-                if waiting is not None:
-                    waiting()
-            self.held += weight
+        while True:
+            with self._free:
+                if self._free.wait_for(lambda: self.held + weight <= self.capacity, every_s):
+                    self.held += weight
+                    break
+            if waiting is not None:
+                waiting()  # outside the lock: the others' releases need not wait for it
         try:
             yield
         finally:
