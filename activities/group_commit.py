@@ -38,7 +38,7 @@ Flush = Callable[[K, list[I]], Sequence["R | BaseException"]]
 class GroupCommit(Generic[K, I, R]):
     def __init__(
         self,
-        flush: Callable[[K, list[I]], Sequence[R | BaseException]],
+        flush: Flush[K, I, R],
         *,
         interval_s: float = 1.0,
         after: Callable[[K], None] | None = None,
@@ -50,31 +50,27 @@ class GroupCommit(Generic[K, I, R]):
         self._name = name
         self._lock = threading.Lock()
         self._queues: dict[K, list[tuple[I, Future[R]]]] = {}
-        self._leading: set[K] = set()
+        self._leaders: dict[K, threading.Thread] = {}  # the keys being led, and by which thread
         self._last: dict[K, float] = {}
-        self._leaders: list[threading.Thread] = []
 
     def enqueue(self, key: K, item: I) -> Future[R]:
         """Queue ``item`` for the key's next flush; the future holds its answer."""
         done: Future[R] = Future()
         with self._lock:
             self._queues.setdefault(key, []).append((item, done))
-            start = key not in self._leading
-            self._leading.add(key)
-        if start:
-            # Not a daemon: a process that exits waits for the commit (and upkeep) in progress.
-            # A daemon leader cut off inside Lance at interpreter exit aborted the process
-            # ("PyGILState_Release ... finalizing", tests/projection_io/test_several_workers.py).
-            leader = threading.Thread(target=self._lead, args=(key,), name=f"{self._name}-{key}")
-            with self._lock:
-                self._leaders = [t for t in self._leaders if t.is_alive()] + [leader]
-            leader.start()
+            if key not in self._leaders:
+                # Not a daemon: a process that exits waits for the commit (and upkeep) in progress.
+                # A daemon leader cut off inside Lance at interpreter exit aborted the process
+                # ("PyGILState_Release ... finalizing", tests/projection_io/test_several_workers.py).
+                leader = threading.Thread(target=self._lead, args=(key,), name=f"{self._name}-{key}")
+                self._leaders[key] = leader
+                leader.start()
         return done
 
     def close(self, timeout_s: float | None = None) -> None:
         """Wait for the leaders: every item queued so far is flushed, and its upkeep done."""
         with self._lock:
-            leaders = list(self._leaders)
+            leaders = list(self._leaders.values())
         for leader in leaders:
             leader.join(timeout_s)
 
@@ -83,6 +79,7 @@ class GroupCommit(Generic[K, I, R]):
         return self.enqueue(key, item).result()
 
     def _lead(self, key: K) -> None:
+        # Runs while the key has items: it starts with one queued and stops when none are left.
         while True:
             wait = self._last.get(key, 0.0) + self.interval_s - time.monotonic()
             if wait > 0:
@@ -93,7 +90,7 @@ class GroupCommit(Generic[K, I, R]):
             self._last[key] = time.monotonic()
             failed = any(f.exception() is not None for _, f in group)
             try:
-                if self._after is not None and group and not failed:
+                if self._after is not None and not failed:
                     self._after(key)
             except Exception as exc:
                 # Upkeep never fails a caller (theirs are answered already), and the leader must
@@ -101,12 +98,10 @@ class GroupCommit(Generic[K, I, R]):
                 log.warning("%s upkeep after a flush failed (%s)", self._name, type(exc).__name__)
             with self._lock:
                 if not self._queues.get(key):
-                    self._leading.discard(key)
+                    del self._leaders[key]
                     return
 
     def _flush_group(self, key: K, group: list[tuple[I, Future[R]]]) -> None:
-        if not group:
-            return
         try:
             answers = list(self._flush(key, [item for item, _ in group]))
             if len(answers) != len(group):

@@ -229,7 +229,8 @@ def _changed(schema: pa.Schema, keys: tuple[str, ...]) -> str:
     )
 
 
-def _changes(stats: dict[str, Any]) -> int:
+def _rows_touched(stats: dict[str, Any]) -> int:
+    """Rows a merge inserted, updated or deleted, from its statistics."""
     return sum(int(stats.get(k, 0)) for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows"))
 
 
@@ -253,6 +254,11 @@ class MergeResult:
     # Callers whose rows this commit held (the committer merges several callers' rows at once):
     # above 1, ``inserted`` and ``updated`` count all of them, not one caller's.
     shared_by: int = 1
+
+    @classmethod
+    def unchanged(cls, dataset: str, ds: lance.LanceDataset) -> MergeResult:
+        """A merge that committed nothing: the dataset stays at ``ds``'s version."""
+        return cls(dataset, 0, 0, ds.version, len(ds.get_fragments()))
 
 
 class LanceStore:
@@ -404,8 +410,8 @@ class LanceStore:
 
         values_v1 is insert-only and content-addressed (a CID's row never changes), so a handle
         opened up to ``VALUES_HANDLE_TTL_S`` ago answers every CID it holds truthfully; only the
-        CIDs it misses are asked again of the newest version. That saves opening the dataset (a
-        listing and a manifest read, ~25 ms on moto) for each of a worker's small meta objects.
+        CIDs it misses are asked again of the newest version. That saves opening the dataset (probing
+        for a newer version, :meth:`open`) for each of a worker's small meta objects.
         """
         if not cids_hex:
             return {}
@@ -492,7 +498,7 @@ class LanceStore:
             ds = self.open(scope, dataset)
             if ds is None:
                 return MergeResult(dataset, 0, 0, 0)
-            return MergeResult(dataset, 0, 0, ds.version, len(ds.get_fragments()))
+            return MergeResult.unchanged(dataset, ds)
         attempt = 0
         while True:
             ds = self.open(scope, dataset)
@@ -507,14 +513,14 @@ class LanceStore:
             # both commit (every time in tests/projection_io/test_lance_concurrent_inserts.py;
             # upstream lance-format/lance#9238). The scan join records them and conflicts.
             builder = builder.conflict_retries(self.conflict_retries).use_index(False)
-            if spec.repeats and not _changes(builder.execute_uncommitted(table)[1]):
+            if spec.repeats and not _rows_touched(builder.execute_uncommitted(table)[1]):
                 # A program's unchanged rows, sent again with each of its executions: no commit, so
                 # no version, whose manifest every later open and commit of the dataset lists. Only
                 # a dry run: its transaction, committed from Python, loses the inserted keys that
                 # Lance's conflict check needs (two inserts of one new key both land), so a merge
                 # that changes something runs again through execute(). That rare case (a new
                 # program) leaves the dry run's data files unreferenced, for Lance's cleanup.
-                return MergeResult(dataset, 0, 0, ds.version, len(ds.get_fragments()))
+                return MergeResult.unchanged(dataset, ds)
             try:
                 stats: dict[str, Any] = builder.execute(table)
             except OSError as exc:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,13 +213,24 @@ def start_moto_process(port: int) -> subprocess.Popen[bytes]:
     caller's CPU). The stack's, not the released ``moto_server``: the benchmarks measure the
     stack, and the released server spends most of its CPU dispatching each request
     (worker/stack/moto_dispatch_speedup.py: 63% of it under ``bench/projection.py --shape small``)."""
-    journal = Path(tempfile.mkdtemp(prefix="bench-moto-")) / "s3.journal"
+    journal_dir = tempfile.mkdtemp(prefix="bench-moto-")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "worker.stack.moto_store", "--port", str(port), "--journal", str(journal)],
+        [
+            sys.executable,
+            "-m",
+            "worker.stack.moto_store",
+            "--port",
+            str(port),
+            "--journal",
+            f"{journal_dir}/s3.journal",
+        ],
         cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    # The journal holds every object the bench wrote (51 MB for 10,000 small meta objects): it
+    # goes with the process handle, or at the latest when the bench exits.
+    weakref.finalize(proc, shutil.rmtree, journal_dir, ignore_errors=True)
     deadline = time.monotonic() + 30
     while True:
         try:
