@@ -86,7 +86,7 @@ def test_kill_9_of_the_launcher_mid_projection_then_stack_up_projects_every_exec
     base = free_base_port()
     state = start_stack(run_dir, base, UP_TIMEOUT_S)
     try:
-        root, truth = _corpus(run_dir, 160)
+        root, truth = _corpus(run_dir, 640)  # 160 finished before the kill once workers ran 256 activities
         ended = {e.execution_id: e for e in truth.executions if e.status not in ("abandoned", "running")}
         assert len(ended) == len(truth.executions), "the corpus has no open execution"
         ship(state, root)
