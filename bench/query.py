@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "coordina
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "projection"))
 
 from activities.projection.batches import build_batches, read_ipc
+from api.boundary.facts import ddl
 from api.boundary.facts.batch_check import BatchScope
 from api.boundary.facts.guard import Scope as GuardScope
 from api.boundary.facts.guard import guard_sql
@@ -52,6 +53,7 @@ from api.coordinator.query_classes import NS_PER_DAY, PUBLIC_CLASSES, ClassParam
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import DirObjects
 from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore, ledger_row_id
+from formats import catalog
 from formats import query_output as qo
 from formats.object_keys import Scope
 from formats.synth import SynthConfig, synthesize
@@ -198,6 +200,37 @@ def ingest_public(store: FactStore, base: Base, rounds: list[int], stride: int) 
     return n_calls
 
 
+def settle(store: FactStore) -> None:
+    """Merge every day partition but the newest into one part: what ClickHouse does by itself an
+    hour after a day's last insert (ddl.SETTLE_SECONDS), done now so the corpus is in the state a
+    deployment's history is in. The newest day keeps its parts, as a day still being written."""
+    for relation in ddl.PARTITION_TIME:
+        parts = store.client.query(
+            "SELECT toInt64(partition_id) AS day, count() FROM system.parts WHERE database = {d:String}"
+            " AND table = {t:String} AND active GROUP BY day ORDER BY day",
+            parameters={"d": DB, "t": relation},
+        ).result_rows
+        for day, n in parts[:-1]:
+            if n > 1:
+                store.client.command(f"OPTIMIZE TABLE {DB}.{relation} PARTITION ID '{day}' FINAL")
+
+
+def relayout(store: FactStore) -> None:
+    """Rebuild a kept corpus's fact tables in today's layout (ddl.py), rows unchanged, then settle."""
+    for relation in catalog.PUBLIC_RELATIONS:
+        spec = ddl.table_spec(relation)
+        staged = f"{relation}_relayout"
+        store.client.command(f"DROP TABLE IF EXISTS {DB}.{staged}")
+        store.client.command(ddl.create_fact_table(DB, replace(spec, relation=staged)))
+        store.client.command(
+            f"INSERT INTO {DB}.{staged} SELECT * FROM {DB}.{relation}",
+            settings={"max_partitions_per_insert_block": ddl.MAX_PARTITIONS_PER_INSERT},
+        )
+        store.client.command(f"EXCHANGE TABLES {DB}.{staged} AND {DB}.{relation}")
+        store.client.command(f"DROP TABLE {DB}.{staged}")
+    settle(store)
+
+
 def build(
     calls: int, work: Path, base_executions: int, days: int
 ) -> tuple[FactStore, LanceStore, ClassParams, Any]:
@@ -236,6 +269,7 @@ def build(
 
     store = FactStore.open(path=work / "chdb", database=DB)
     n_calls = ingest_public(store, base, list(range(replicas)), stride)
+    settle(store)
     t3 = time.perf_counter()
     print(
         f"corpus: {n_calls} calls ({replicas} copies of {base_calls} calls, {len(projections)} executions); "
@@ -493,6 +527,11 @@ def main() -> None:
         help="time IndexAndCompact ticks on the corpus under --work (as built, then after "
         "--more-executions), with the private classes running during the second",
     )
+    parser.add_argument(
+        "--relayout",
+        action="store_true",
+        help="rebuild the fact tables of the corpus under --work in the current layout (ddl.py), then time",
+    )
     parser.add_argument("--more-executions", type=int, default=100_000)
     parser.add_argument("--days", type=int, default=30, help="the time the corpus spans (the seed's 30 days)")
     args = parser.parse_args()
@@ -505,6 +544,10 @@ def main() -> None:
             lance = LanceStore(root=work / "lance")
             n_calls = int(store.client.query(f"SELECT count() FROM {DB}.calls_v1").result_rows[0][0])
             print(f"corpus: reused {work} ({n_calls} calls)")
+            if args.relayout:
+                started = time.perf_counter()
+                relayout(store)
+                print(f"fact tables rebuilt in the current layout: {time.perf_counter() - started:.1f}s")
         else:
             work.mkdir(parents=True, exist_ok=True)
             store, lance, params, n_calls = build(args.calls, work, args.base_executions, args.days)

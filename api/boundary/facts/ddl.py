@@ -3,8 +3,15 @@
 Every fact table is a ReplacingMergeTree whose ORDER BY ends in ``row_id``: a duplicate insert
 of the same row collapses to one row under ``FINAL`` (and at merges). The key prefix is the
 scope and the generation, then the columns the 13 query classes range over (DESIGN.md
-section 6, PLATFORM.md "Query floors"). ``execution_id`` carries a bloom-filter skip index for
-one-execution lookups (Q6) and erasure.
+section 6, PLATFORM.md "Query floors"). ``execution_id`` carries a bloom-filter skip index, and
+the ``by_execution`` projection orders each row's identity by execution, for one-execution lookups
+(Q6, Q8: the guard's key set) and erasure.
+
+Tables with a time column in their sort key are partitioned by its day. Every version of a row
+has the same sort key, hence the same day, so FINAL need not merge across days
+(``do_not_merge_across_partitions_select_final``); and ClickHouse merges a day whose parts are all
+older than ``SETTLE_SECONDS`` into one part, which FINAL then reads as it is, without reading and
+merging the sort key of every row (docs/boundary-facts.md, "Layout").
 """
 
 from __future__ import annotations
@@ -26,6 +33,29 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "errors_v1": ("function_name", "occurred_at_ns"),  # Q4, Q13
     "function_definitions_v1": ("program_id", "function_id"),
     "health_v1": ("ended_at_ns",),  # Q13
+}
+# The day partition of each table whose sort key holds a time (ns since the epoch, never null).
+PARTITION_TIME: dict[str, str] = {
+    "calls_v1": "started_at_ns",
+    "threads_v1": "started_at_ns",
+    "errors_v1": "occurred_at_ns",
+    "health_v1": "ended_at_ns",
+}
+NS_PER_DAY = 86_400 * 1_000_000_000
+# A day is settled (merged into one part by ClickHouse) once its newest part is this old.
+SETTLE_SECONDS = 3600
+# A batch whose rows span more days than ClickHouse's default limit (100) is still one insert.
+MAX_PARTITIONS_PER_INSERT = 100_000
+EXECUTION_PROJECTION = "by_execution"
+# Columns each fact table's row id is derived from (deterministic_row_id in activities/projection),
+# outside its ORDER BY: equal on every version of a row. The guard pushes lookups on them into
+# the key set (guard.py); the by_execution projection holds them so it can answer that key set.
+IDENTITY_COLUMNS: dict[str, frozenset[str]] = {
+    "calls_v1": frozenset({"execution_id", "call_id"}),
+    "threads_v1": frozenset({"execution_id", "thread_id"}),
+    "call_path_stats_v1": frozenset({"execution_id", "call_path_id"}),
+    "errors_v1": frozenset({"execution_id"}),
+    "health_v1": frozenset({"execution_id"}),
 }
 # Relations whose rows belong to one execution (erasure by root id works on these).
 EXECUTION_RELATIONS: tuple[str, ...] = tuple(
@@ -71,13 +101,26 @@ class TableSpec:
     relation: str
     order_by: tuple[str, ...]
     columns: tuple[tuple[str, str], ...]  # (name, ClickHouse type)
+    partition_by: str | None = None
+
+    @property
+    def execution_projection(self) -> tuple[str, ...] | None:
+        """The by_execution projection's columns: scope, generation, execution_id first (its
+        order), then the dedup key and the identity columns a key set reads and filters on."""
+        names = {n for n, _ in self.columns}
+        if "execution_id" not in names:
+            return None
+        first = (*_SCOPE_KEY, "execution_id")
+        rest = sorted(({*self.order_by} | IDENTITY_COLUMNS.get(self.relation, frozenset())) - {*first})
+        return (*first, *rest)
 
 
 def table_spec(relation: str, version: int = catalog.LATEST_CATALOG_VERSION) -> TableSpec:
     schema = catalog.public_schema(relation, version)
     cols = tuple((f.name, clickhouse_type(f.name, f.type, f.nullable)) for f in schema)
     order = (*_SCOPE_KEY, *SORT_KEYS.get(relation, ()), "row_id")
-    return TableSpec(relation, order, cols)
+    time = PARTITION_TIME.get(relation)
+    return TableSpec(relation, order, cols, f"intDiv({time}, {NS_PER_DAY})" if time else None)
 
 
 def q(ident: str) -> str:
@@ -91,13 +134,31 @@ def create_database(database: str) -> str:
 
 def create_fact_table(database: str, spec: TableSpec) -> str:
     cols = [f"{q(n)} {t}" for n, t in spec.columns]
-    if any(n == "execution_id" for n, _ in spec.columns):
+    settings = [f"non_replicated_deduplication_window = {DEDUP_WINDOW}"]
+    projection = spec.execution_projection
+    if projection is not None:
         cols.append("INDEX ix_execution_id execution_id TYPE bloom_filter(0.01) GRANULARITY 1")
+        listed = ", ".join(projection)
+        order = ", ".join((*_SCOPE_KEY, "execution_id"))
+        cols.append(f"PROJECTION {EXECUTION_PROJECTION} (SELECT {listed} ORDER BY {order})")
+        # A ReplacingMergeTree merge and an erasure's lightweight delete rebuild the projection
+        # (ClickHouse refuses both on a table with projections otherwise).
+        settings += [
+            "deduplicate_merge_projection_mode = 'rebuild'",
+            "lightweight_mutation_projection_mode = 'rebuild'",
+        ]
+    partition = ""
+    if spec.partition_by is not None:
+        partition = f" PARTITION BY {spec.partition_by}"
+        settings += [
+            f"min_age_to_force_merge_seconds = {SETTLE_SECONDS}",
+            "min_age_to_force_merge_on_partition_only = 1",
+        ]
     return (
         f"CREATE TABLE IF NOT EXISTS {q(database)}.{q(spec.relation)} (\n  "
         + ",\n  ".join(cols)
-        + f"\n) ENGINE = ReplacingMergeTree ORDER BY ({', '.join(spec.order_by)})"
-        + f" SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}"
+        + f"\n) ENGINE = ReplacingMergeTree{partition} ORDER BY ({', '.join(spec.order_by)})"
+        + f" SETTINGS {', '.join(settings)}"
     )
 
 

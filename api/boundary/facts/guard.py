@@ -39,17 +39,9 @@ DIALECT = "clickhouse"
 # Beyond this an IN list is not taken for a lookup: index analysis over a large key set costs more
 # than the FINAL merge it saves (docs/query.md: 1000 execution ids still gain, a 10 k-key window loses).
 MAX_LOOKUP_VALUES = 1000
-# Columns each fact table's row id is derived from (deterministic_row_id in activities/projection),
-# outside its ORDER BY: equal on every version of a row. Only execution_id is selective on its own
-# (call, thread and path ids repeat across executions), so only it makes a lookup. A lookup on a
-# key column needs no key set: the primary index already narrows FINAL to it.
-_IDENTITY_COLUMNS: dict[str, frozenset[str]] = {
-    "calls_v1": frozenset({"execution_id", "call_id"}),
-    "threads_v1": frozenset({"execution_id", "thread_id"}),
-    "call_path_stats_v1": frozenset({"execution_id", "call_path_id"}),
-    "errors_v1": frozenset({"execution_id"}),
-    "health_v1": frozenset({"execution_id"}),
-}
+# Only execution_id is selective on its own among the identity columns (ddl.IDENTITY_COLUMNS: call,
+# thread and path ids repeat across executions), so only it makes a lookup. A lookup on a key
+# column needs no key set: the primary index already narrows FINAL to it.
 # Join sides and kinds (sqlglot spells ClickHouse strictness as either) under which the FROM
 # relation keeps every row independently of the other rows, so filtering it first commutes.
 _ROW_PRESERVING = frozenset({"LEFT", "INNER", "OUTER", "CROSS", "ALL", "SEMI", "ANTI", "ASOF"})
@@ -267,7 +259,7 @@ def _filter_commutes(select: exp.Select, target: exp.Expr) -> bool:
 
 def _pushdown(select: exp.Expr, target: exp.Expr, alias: str, relation: str, version: int) -> list[exp.Expr]:
     """The WHERE conjuncts to push into ``relation``'s key set (see the module docstring)."""
-    identity = _IDENTITY_COLUMNS.get(relation, frozenset())
+    identity = ddl.IDENTITY_COLUMNS.get(relation, frozenset())
     if not identity or not isinstance(select, exp.Select):
         return []
     where = select.args.get("where")

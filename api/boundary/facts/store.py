@@ -146,6 +146,9 @@ class Budget:
             "max_result_rows": self.rows,
             "max_result_bytes": self.bytes,
             "result_overflow_mode": "throw",
+            # Every version of a row is in one day partition (ddl.py): FINAL merges within a day,
+            # and reads a settled day's single part as it is.
+            "do_not_merge_across_partitions_select_final": 1,
         }
 
 
@@ -474,7 +477,10 @@ class FactStore:
                 relation,
                 rows_table([items[i][2] for i in idx]),
                 database=self.database,
-                settings={"insert_deduplication_token": _token(relation, [items[i] for i in idx])},
+                settings={
+                    "insert_deduplication_token": _token(relation, [items[i] for i in idx]),
+                    "max_partitions_per_insert_block": ddl.MAX_PARTITIONS_PER_INSERT,
+                },
             )
         winners = self._drop_erased_meanwhile(items, winners, out)
         self._insert_registry(VISIBLE, [items[i] for i in winners])

@@ -64,6 +64,61 @@ def test_duplicate_inserts_collapse_under_final(store: FactStore) -> None:
     assert store.client.query(q.format(final="FINAL")).result_rows[0][0] == 3
 
 
+def test_time_tables_are_day_partitioned_and_lookups_read_the_execution_projection(store: FactStore) -> None:
+    parts = dict(
+        store.client.query(
+            "SELECT name, partition_key FROM system.tables WHERE database = {d:String}",
+            parameters={"d": store.database},
+        ).result_rows
+    )
+    for relation, column in ddl.PARTITION_TIME.items():
+        assert parts[relation] == f"intDiv({column}, {ddl.NS_PER_DAY})"
+    assert parts["call_path_stats_v1"] == ""  # no time in its sort key
+    rows = execution_facts("tproj", "p", "e", 1, 0)["calls_v1"]
+    store.client.insert_arrow(
+        "calls_v1",
+        pa.Table.from_pylist(rows, schema=catalog.public_schema("calls_v1")),
+        database=store.database,
+    )
+    key_set = (
+        f"SELECT function_name, started_at_ns, row_id FROM {store.database}.calls_v1"
+        " WHERE tenant_id = 'tproj' AND project_id = 'p' AND environment_id = 'e' AND generation = 1"
+        f" AND execution_id = '{rows[0]['execution_id']}' AND call_id = '{rows[0]['call_id']}'"
+    )
+    plan = "\n".join(r[0] for r in store.client.query("EXPLAIN projections = 1 " + key_set).result_rows)
+    # The planner weighs it (a table this small reads one mark either way), and its primary key
+    # narrows the lookup by execution: it holds every column the key set reads and filters.
+    projection = plan.split(f"Name: {ddl.EXECUTION_PROJECTION}", 1)[1]
+    assert f"(execution_id in ['{rows[0]['execution_id']}'" in projection
+    assert store.client.query(key_set).result_rows == [
+        (rows[0]["function_name"], rows[0]["started_at_ns"], rows[0]["row_id"])
+    ]
+
+
+def test_final_collapses_versions_in_a_settled_day_and_after_a_late_repeat(store: FactStore) -> None:
+    """A settled day (one merged part) is read without merging; a late version of one of its rows
+    makes it two parts again, and FINAL still returns each row once."""
+    rows = execution_facts("tsettle", "p", "e", 1, 0)["calls_v1"]
+    table = pa.Table.from_pylist(rows, schema=catalog.public_schema("calls_v1"))
+    days = {r["started_at_ns"] // ddl.NS_PER_DAY for r in rows}
+    budget = Budget(wall_ms=5000, rows=100, bytes=1 << 20)
+    final = f"SELECT * FROM {store.database}.calls_v1 FINAL WHERE tenant_id = 'tsettle'"
+    q = f"SELECT count() AS n FROM ({final})"
+    for n in range(2):
+        store.client.insert_arrow(
+            "calls_v1", table, database=store.database, settings={"insert_deduplication_token": f"settle{n}"}
+        )
+    for day in days:
+        store.client.command(f"OPTIMIZE TABLE {store.database}.calls_v1 PARTITION ID '{day}' FINAL")
+    assert store.run_guarded(q, budget)["n"].to_pylist() == [3]
+    store.client.insert_arrow(
+        "calls_v1", table, database=store.database, settings={"insert_deduplication_token": "settle-late"}
+    )
+    assert store.run_guarded(q, budget)["n"].to_pylist() == [3]
+    raw = f"SELECT count() FROM {store.database}.calls_v1 WHERE tenant_id = 'tsettle'"
+    assert store.client.query(raw).result_rows[0][0] == 6  # the late version is a second part
+
+
 def test_run_guarded_maps_budget_and_failures(store: FactStore) -> None:
     with pytest.raises(BudgetExceeded) as exc:
         store.run_guarded(
