@@ -101,7 +101,10 @@ DATASETS: dict[str, DatasetSpec] = {
             ("row_id",),
             "upsert",
             btree=("execution_id", "call_id", "key"),
-            bitmap=("role", "path"),
+            # function_name: every private class prunes by function; without it Lance reads the
+            # function of every leaf the role and window admit (Q10 with a 2-character needle,
+            # which the n-gram index cannot prune: 1.4 s -> 0.5 s at 15 M calls).
+            bitmap=("role", "path", "function_name"),
             ngram=("string",),
             zonemap=("started_at_ns",),
         ),
@@ -162,8 +165,8 @@ def create_missing_indexes(ds: lance.LanceDataset, dataset: str, only: tuple[str
     )
     for kinds, columns in kinds_columns:
         for column in columns:
-            if only is not None and column not in only:
-                continue
+            if (only is not None and column not in only) or column not in ds.schema.names:
+                continue  # a dataset written before the column existed has nothing to index
             have = indexed.get((column,))
             if have == kinds.lower():
                 continue
