@@ -17,6 +17,7 @@ import pytest
 from coordinator_world import Corpus
 from fastapi.testclient import TestClient
 
+from api.coordinator import executor
 from api.coordinator.query_classes import NS_PER_DAY, NS_PER_HOUR, ClassParams, class_sql
 from formats import query_output as qo
 from formats.ids import CallRef
@@ -46,6 +47,15 @@ class Call:
             if role in self.values
             else None
         )
+
+
+@pytest.fixture(autouse=True, params=["id lists", "pruned scans"])
+def leaf_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every class both ways a part's leaves are read: the corpus is small enough that the
+    executor would always read them by execution id (``_ID_LIST_MAX``); 0 forces the pruned scan."""
+    if request.param == "pruned scans":
+        monkeypatch.setattr(executor, "_ID_LIST_MAX", 0)
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
