@@ -1,0 +1,86 @@
+"""Exact membership in a large, fixed set of ids, probed many times (pure).
+
+The ledger's roots of one generation (3.76 M at 15 M calls) are read once per ledger version and
+then asked about each query's candidates. ``pc.is_in`` hashes its whole value set, or every root
+when the candidates are the value set: 240 ms per query at 100 k candidates. :class:`RootSet`
+sorts 64-bit digests of the roots once, so a probe is a binary search per candidate and an exact
+string comparison of the candidates whose digest matches (digests may collide; the comparison
+decides). Ids of another length than the roots', or roots of mixed lengths, fall back to
+``pc.is_in``: the same answer, at its usual cost.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Up to this many 8-byte chunks an id is digested (64-byte ids: the ledger's roots).
+_MAX_CHUNKS = 8
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every input bit moves about half the output bits, so ids that
+    differ in a few characters (copies of one id with another prefix) get unrelated digests."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _digests(ids: pa.Array, width: int) -> np.ndarray | None:
+    """One uint64 per id when every id is ``width`` bytes long (``width`` a multiple of 8, at
+    most 64) and none is null; else None."""
+    if ids.null_count or len(ids) == 0 or width % 8 or not 0 < width <= 8 * _MAX_CHUNKS:
+        return None
+    ids = ids.cast(pa.string()) if ids.type != pa.string() else ids
+    if pc.min_max(pc.binary_length(ids)).as_py() != {"min": width, "max": width}:
+        return None
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset : ids.offset + len(ids) + 1]
+    data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    chunks = data.view("<u8").reshape(len(ids), width // 8)
+    with np.errstate(over="ignore"):
+        digest = np.zeros(len(ids), dtype=np.uint64)
+        for k in range(width // 8):
+            digest = _mix(digest ^ chunks[:, k])
+        return digest
+
+
+class RootSet:
+    def __init__(self, roots: pa.Array) -> None:
+        self.roots = roots
+        self.width = len(roots[0].as_py().encode()) if len(roots) and roots[0].is_valid else 0
+        digests = _digests(roots, self.width)
+        self._order: np.ndarray | None = None
+        if digests is not None:
+            self._order = np.argsort(digests, kind="stable")
+            self._sorted = digests[self._order]
+
+    def __len__(self) -> int:
+        return len(self.roots)
+
+    def contains(self, ids: pa.Array) -> pa.Array:
+        """Per id: whether it is one of the roots (a null id is not)."""
+        probe = _digests(ids, self.width) if self._order is not None else None
+        if probe is None or self._order is None:
+            present = self.roots.filter(pc.is_in(self.roots, value_set=pc.unique(ids)))
+            return pc.fill_null(pc.is_in(ids, value_set=present), False)
+        # Probes in sorted order walk the sorted digests forwards (cache-friendly), then unsort.
+        by_probe = np.argsort(probe, kind="stable")
+        left = np.empty(len(probe), dtype=np.int64)
+        right = np.empty(len(probe), dtype=np.int64)
+        left[by_probe] = np.searchsorted(self._sorted, probe[by_probe], side="left")
+        right[by_probe] = np.searchsorted(self._sorted, probe[by_probe], side="right")
+        found = np.zeros(len(ids), dtype=bool)
+        # One root of that digest (the usual case): compare the strings, vectorised.
+        single = np.flatnonzero(right - left == 1)
+        if len(single):
+            at = pa.array(self._order[left[single]])
+            same = pc.equal(ids.take(pa.array(single)), self.roots.take(at))
+            found[single] = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+        # Several roots share the digest (a collision, or a repeated root): compare each.
+        for i in np.flatnonzero(right - left > 1):
+            wanted = ids[int(i)].as_py()
+            found[i] = any(self.roots[int(j)].as_py() == wanted for j in self._order[left[i] : right[i]])
+        return pa.array(found, pa.bool_())
