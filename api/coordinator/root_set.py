@@ -34,7 +34,6 @@ def _digests(ids: pa.Array, width: int) -> np.ndarray | None:
     most 64) and none is null; else None."""
     if ids.null_count or len(ids) == 0 or width % 8 or not 0 < width <= 8 * _MAX_CHUNKS:
         return None
-    ids = ids.cast(pa.string()) if ids.type != pa.string() else ids
     if pc.min_max(pc.binary_length(ids)).as_py() != {"min": width, "max": width}:
         return None
     offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset : ids.offset + len(ids) + 1]
@@ -48,8 +47,11 @@ def _digests(ids: pa.Array, width: int) -> np.ndarray | None:
 
 
 class RootSet:
+    """A fixed set of string ids (``roots``), indexed once for many :meth:`contains` probes."""
+
     def __init__(self, roots: pa.Array) -> None:
-        self.roots = roots
+        self.roots = roots.cast(pa.string())
+        roots = self.roots
         self.width = len(roots[0].as_py().encode()) if len(roots) and roots[0].is_valid else 0
         digests = _digests(roots, self.width)
         self._order: np.ndarray | None = None
@@ -57,11 +59,9 @@ class RootSet:
             self._order = np.argsort(digests, kind="stable")
             self._sorted = digests[self._order]
 
-    def __len__(self) -> int:
-        return len(self.roots)
-
     def contains(self, ids: pa.Array) -> pa.Array:
         """Per id: whether it is one of the roots (a null id is not)."""
+        ids = ids.cast(pa.string())
         probe = _digests(ids, self.width) if self._order is not None else None
         if probe is None or self._order is None:
             present = self.roots.filter(pc.is_in(self.roots, value_set=pc.unique(ids)))

@@ -48,3 +48,9 @@ def test_ids_the_digests_cannot_take_fall_back_to_the_same_answer() -> None:
     sliced = pa.array(["x" * 64, "b" * 64, "a" * 64]).slice(1)
     assert same_width.contains(sliced).to_pylist() == [True, True]
     assert RootSet(pa.array([], pa.string())).contains(pa.array(["a" * 64])).to_pylist() == [False]
+
+
+def test_large_strings_on_either_side_are_the_same_ids() -> None:
+    roots = RootSet(pa.array(["a" * 64, "b" * 64], pa.large_string()))
+    assert roots.contains(pa.array(["b" * 64, "c" * 64])).to_pylist() == [True, False]
+    assert roots.contains(pa.array(["a" * 64], pa.large_string())).to_pylist() == [True]
