@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
 
 import lance
 import pyarrow as pa
@@ -28,7 +27,6 @@ from api.coordinator.value_reader import ObjectSource, ValueReader
 from api.dataplane.lance_store import LEDGER, LanceStore
 from formats.object_keys import Scope
 
-T = TypeVar("T")
 _IN_CHUNK = 2000
 # The leaf parts a typed private column is built from (api/coordinator/leaf_values.py).
 LEAF_COLUMNS = ["execution_id", "call_id", *PARTS]
@@ -51,28 +49,27 @@ def _in_list(values: Iterable[str]) -> str:
     return ", ".join(_sql_str(v) for v in values)
 
 
-class _LedgerCache(Generic[T]):
+class _LedgerCache:
     """Indexed root ids per (dataset uri, version, generation): a bound version never changes."""
 
     def __init__(self, max_entries: int = 8) -> None:
-        self._data: dict[tuple[str, int, int], T] = {}
+        self._data: dict[tuple[str, int, int], RootSet] = {}
         self._lock = threading.Lock()
         self._max = max_entries
 
-    def get(self, key: tuple[str, int, int]) -> T | None:
+    def get(self, key: tuple[str, int, int]) -> RootSet | None:
         with self._lock:
             return self._data.get(key)
 
-    def put(self, key: tuple[str, int, int], value: T) -> None:
+    def put(self, key: tuple[str, int, int], value: RootSet) -> None:
         with self._lock:
             if len(self._data) >= self._max:
                 self._data.pop(next(iter(self._data)))
             self._data[key] = value
 
 
-LEDGER_CACHE: _LedgerCache[frozenset[str]] = _LedgerCache()
-# The same roots, indexed for vectorised membership over large candidate sets.
-LEDGER_ROOTS: _LedgerCache[RootSet] = _LedgerCache()
+# A generation's roots, indexed for vectorised membership over large candidate sets.
+LEDGER_ROOTS = _LedgerCache()
 
 
 @dataclass
@@ -125,18 +122,6 @@ class PrivateReader:
         if ds is None or not execution_ids:
             return set()
         unique = sorted(set(execution_ids))
-        key = (self.ledger_uri, ds.version, self.generation)
-        cached = LEDGER_CACHE.get(key)
-        if cached is not None:
-            return {e for e in unique if e in cached}
-        if len(unique) > 20_000:
-            # Large candidate sets: read the generation's roots once; later queries at this version reuse it.
-            table = self._count(
-                ds.to_table(columns=["root_id"], filter=f"generation = {int(self.generation)}")
-            )
-            roots = frozenset(table["root_id"].to_pylist())
-            LEDGER_CACHE.put(key, roots)
-            return {e for e in unique if e in roots}
         found: set[str] = set()
         for start in range(0, len(unique), _IN_CHUNK):
             chunk = unique[start : start + _IN_CHUNK]

@@ -237,6 +237,8 @@ class FactStore:
         if not _DB_NAME.match(database):
             raise ValueError("ClickHouse database names are letters, digits and '_' (max 64)")
         self.client = client
+        # An embedded chdb session holds GUARDED_MODES (_chdb_client): queries carry only limits.
+        self._session_holds_modes = client in _CHDB_CLIENTS.values()
         self.database = database
         self.linger_s = linger_s
         self.flush_rows = flush_rows
@@ -552,8 +554,7 @@ class FactStore:
     def run_guarded(self, guarded_sql: str, budget: Budget) -> pa.Table:
         """Run SQL that :func:`guard.guard_sql` produced, under Boundary's budget settings."""
         try:
-            embedded = self.client in _CHDB_CLIENTS.values()  # its session holds GUARDED_MODES
-            settings = budget.limits() if embedded else budget.settings()
+            settings = budget.limits() if self._session_holds_modes else budget.settings()
             return self.client.query_arrow(guarded_sql, settings=settings)
         except (DatabaseError, ClickHouseError) as exc:
             text = str(exc)

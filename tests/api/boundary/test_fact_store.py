@@ -102,16 +102,19 @@ def test_time_tables_are_day_partitioned_and_lookups_read_the_execution_projecti
     ]
 
 
-def test_final_collapses_versions_in_a_settled_day_and_after_a_late_repeat(store: FactStore) -> None:
-    """A settled day (one merged part) is read without merging; a late version of one of its rows
-    makes it two parts again, and FINAL still returns each row once."""
-    # The embedded session holds the modes guarded queries run with (they carry only their limits).
+def test_the_embedded_session_holds_the_modes_guarded_queries_run_with(store: FactStore) -> None:
+    """Guarded queries on chdb carry only their limits; the session holds the rest."""
     held = store.run_guarded(
         "SELECT name, value FROM system.settings WHERE name IN"
         " ('do_not_merge_across_partitions_select_final', 'result_overflow_mode', 'timeout_overflow_mode')",
         Budget(wall_ms=5000, rows=100, bytes=1 << 20),
     ).to_pylist()
     assert {r["name"]: r["value"] for r in held} == {k: str(v) for k, v in GUARDED_MODES.items()}
+
+
+def test_final_collapses_versions_in_a_settled_day_and_after_a_late_repeat(store: FactStore) -> None:
+    """A settled day (one merged part) is read without merging; a late version of one of its rows
+    makes it two parts again, and FINAL still returns each row once."""
     rows = execution_facts("tsettle", "p", "e", 1, 0)["calls_v1"]
     table = pa.Table.from_pylist(rows, schema=catalog.public_schema("calls_v1"))
     days = {r["started_at_ns"] // ddl.NS_PER_DAY for r in rows}
