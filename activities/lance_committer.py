@@ -10,10 +10,10 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
 * **cadence** (:class:`activities.group_commit.GroupCommit` keyed by (scope, dataset)): callers
   enqueue their rows and wait; the dataset's leader thread waits until ``interval_s`` after that
   dataset's previous commit (collecting whatever arrives meanwhile), and commits everything
-  queued in one ``merge_insert``. Every caller returns only after a commit holding its rows, so
-  "Lance before the ledger" still holds per execution, and a failure is raised to every caller
-  whose rows the commit held (their activities are retried, and ``merge_insert`` on
-  deterministic keys makes the retry idempotent);
+  queued in one merge (``LanceStore.merge``). Every caller returns only after a commit holding
+  its rows, so "Lance before the ledger" still holds per execution, and a failure is raised to
+  every caller whose rows the commit held (their activities are retried, and merges on
+  deterministic keys make the retry idempotent);
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
   more than ``max_fragments`` fragments, creates the write path's lookup indexes
   (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``,

@@ -1,0 +1,95 @@
+"""Merges append rows whose keys are new and merge only the ones that exist (local Lance).
+
+A merge_insert joins its rows against every key of the dataset, a cost that grows with the
+dataset; ``LanceStore.merge`` probes the keys through the index on the column they derive from
+and appends the new rows (api/dataplane/lance_store.py, ``_append_new_keys``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+from lance_rows import leaf_rows
+
+from api.dataplane.lance_store import LanceStore, create_missing_indexes
+from formats.object_keys import Scope
+
+SCOPE = Scope("ten_a", "prj_a", "env_a")
+ROUNDS = 10
+
+
+def _operations(store: LanceStore, dataset: str, n: int) -> list[str]:
+    ds = store.open(SCOPE, dataset)
+    assert ds is not None
+    return [type(t.operation).__name__ for t in ds.get_transactions(n) if t is not None]
+
+
+def _strings(store: LanceStore) -> dict[str, str]:
+    table = store.read(SCOPE, "value_leaves_v1", columns=["row_id", "string"])
+    rows = table.to_pylist()
+    assert len(rows) == len({r["row_id"] for r in rows}), "a key is held twice"
+    return {r["row_id"]: r["string"] for r in rows}
+
+
+def test_new_keys_are_appended_and_existing_keys_merged(tmp_path: Path) -> None:
+    store = LanceStore(root=tmp_path)
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 10))
+    ds = store.open(SCOPE, "value_leaves_v1")
+    assert ds is not None and create_missing_indexes(ds, "value_leaves_v1", only=("execution_id",)) == 1
+    # Rows 10..19 belong to the same executions as rows 0..9 (leaf_rows: x0..x4) but are new.
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(10, 10))
+    assert _operations(store, "value_leaves_v1", 1) == ["Append"]
+    # Rows 15..24: 20..24 are new and appended, 15..19 exist and are merged (updated: changed).
+    result = store.merge(SCOPE, "value_leaves_v1", leaf_rows(15, 10, word="again"))
+    assert _operations(store, "value_leaves_v1", 2) == ["Update", "Append"]
+    assert (result.inserted, result.updated) == (5, 5)
+    strings = _strings(store)
+    assert len(strings) == 25
+    assert strings["leaf14"] == "row 14 says text" and strings["leaf15"] == "row 15 says again"
+    # The same rows again (a redelivery) change nothing.
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(15, 10, word="again"))
+    assert _strings(store) == strings
+
+
+def test_two_writers_appending_the_same_new_rows_keep_one_copy_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    LanceStore(root=tmp_path).merge(SCOPE, "value_leaves_v1", leaf_rows(0, 5))
+    together = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        store = LanceStore(root=tmp_path)  # a handle of its own, as another process has
+        try:
+            for r in range(1, ROUNDS + 1):
+                together.wait(30)
+                store.merge(SCOPE, "value_leaves_v1", leaf_rows(r * 100, 10))
+        except BaseException as exc:  # surfaced below, with the thread's own error
+            errors.append(exc)
+            together.abort()
+
+    with caplog.at_level(logging.WARNING, logger="baml_studio.lance_store"):
+        threads = [threading.Thread(target=writer) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert not errors
+    assert len(_strings(LanceStore(root=tmp_path))) == 5 + ROUNDS * 10
+    # The rounds raced: at least one append of the same keys was committed twice and repaired.
+    assert any("appended twice" in r.getMessage() for r in caplog.records)
+
+
+def test_copies_a_dead_writer_left_are_removed_before_the_next_merge(tmp_path: Path) -> None:
+    store = LanceStore(root=tmp_path)
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 10))
+    # A writer that died between its append and its check leaves the same keys twice.
+    store.append_new(SCOPE, "value_leaves_v1", leaf_rows(0, 10))
+    assert store.count(SCOPE, "value_leaves_v1") == 20
+    # Its redelivery probes the keys, removes the later copies, then merges as usual.
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 10, word="fixed"))
+    strings = _strings(store)
+    assert sorted(strings) == sorted(f"leaf{i}" for i in range(10))
+    assert set(strings.values()) == {f"row {i} says fixed" for i in range(10)}
