@@ -16,8 +16,10 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   deterministic keys make the retry idempotent);
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
   more than ``max_fragments`` fragments, creates the write path's lookup indexes
-  (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``,
-  so values are found by CID through the index, not by scanning), and
+  (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``:
+  values are found by CID, and merges probe keys, through an index), folds them into the query
+  indexes once ``query_fold_rows`` wait (``DatasetSpec.query_indexed``; the n-gram's once
+  ``ngram_fold_rows`` wait), and
   removes versions older than ``retain_s`` (readers bound to a version keep it that long). It runs
   on the dataset's leader thread before its next commit, so this process never commits into a
   dataset it is compacting.
@@ -50,6 +52,15 @@ from formats.object_keys import Scope
 
 log = logging.getLogger("baml_studio.lance_committer")
 
+# New rows a query index may lack before the committer folds them in: a fold's fixed cost is paid
+# once per this many rows, and a query scans at most about this many unindexed. The BTREE, bitmap
+# and zone-map folds are cheap (2.7 us of CPU a row at 15 M calls); 100 k unindexed leaf rows add
+# about 30 ms to a query. An n-gram fold costs seconds whatever its size (on moto, 3-5 s for a delta
+# of 200 rows), so it waits for 1 M rows: a substring query then scans at most those (about 0.25 s
+# at 15 M calls, where 5 M unindexed rows took Q10 from 0.4 to 1.6 s).
+QUERY_FOLD_ROWS = 100_000
+NGRAM_FOLD_ROWS = 1_000_000
+
 
 @dataclass
 class CommitStats:
@@ -71,8 +82,12 @@ class LanceCommitter:
         interval_s: float = 1.0,
         max_fragments: int = 16,
         retain_s: float = 600.0,
+        query_fold_rows: int = QUERY_FOLD_ROWS,
+        ngram_fold_rows: int = NGRAM_FOLD_ROWS,
     ) -> None:
         self.store = store
+        self.query_fold_rows = query_fold_rows
+        self.ngram_fold_rows = ngram_fold_rows
         self.max_fragments = max_fragments
         self.retain_s = retain_s
         self.stats = CommitStats()
@@ -124,16 +139,24 @@ class LanceCommitter:
             assert ds is not None
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
             # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
-            # fragments (measured in bench/soak.py on a fresh stack). Only those: the indexes that
-            # serve queries (value_leaves_v1's n-gram, the bitmaps) are IndexAndCompact's. Folding
-            # them at this cadence cost seconds of CPU each time and read the n-gram postings
-            # ~50 times a second (bench/soak.py, 2026-12-02: 13,000 of moto's 66,000 requests).
-            lookup = DATASETS[dataset].lookup
-            if lookup:
-                if create_missing_indexes(ds, dataset, only=lookup):
+            # fragments (measured in bench/soak.py on a fresh stack).
+            spec = DATASETS[dataset]
+            if spec.lookup:
+                if create_missing_indexes(ds, dataset, only=spec.lookup):
                     ds = self.store.open(scope, dataset)
                     assert ds is not None
-                fold_new_rows(ds, dataset, only=lookup)
+                fold_new_rows(ds, dataset, only=spec.lookup)
+            # The indexes that serve queries are created by the tick (a first build over a large
+            # dataset takes minutes) and folded here once enough rows wait for them, so a query
+            # never scans an hour of rows that no index covers: at 15 M calls, 5 M new leaf rows
+            # took Q11 and Q12 from 0.5 s to 2 s, and Q10 from 0.4 s to 1.6 s (docs/query.md).
+            for columns, min_rows in (
+                (spec.query_indexed, self.query_fold_rows),
+                (spec.ngram, self.ngram_fold_rows),
+            ):
+                if columns:
+                    ds = self.store.open(scope, dataset) or ds
+                    fold_new_rows(ds, dataset, only=columns, min_rows=min_rows)
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )

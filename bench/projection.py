@@ -16,7 +16,8 @@ is what a process with light traffic writes: one long stream, two meta objects p
 publish cycle (meta-pre with the RootStarted, meta-post with one or two RootEnded), and prints
 meta objects per second and CPU per meta object for the first and the last 1,000 objects.
 
---index indexes values_v1 first (the IndexAndCompact schedule's steady state); --concurrency runs
+--index runs an IndexAndCompact tick over every dataset first (the schedule's steady state: the
+committer then folds new rows into those indexes); --concurrency runs
 that many meta objects at once, like the worker's activity threads.
 """
 
@@ -258,10 +259,11 @@ def main() -> None:
             acts.ingest_pack(c.IngestPackInput(k))
         packs_s = time.perf_counter() - t0
         if args.index:
-            # Steady state: the IndexAndCompact schedule has indexed values_v1 (BTREE on cid).
+            # Steady state: the IndexAndCompact schedule has built every index of the datasets that
+            # hold rows (the committer folds new rows into them, all but the n-gram's).
             sc = boundary.scope
             MaintenanceActivities(acts).index_and_compact(
-                c.IndexInput(c.ScopeRef(sc.tenant_id, sc.project_id, sc.environment_id), ("values_v1",))
+                c.IndexInput(c.ScopeRef(sc.tenant_id, sc.project_id, sc.environment_id))
             )
         merges.clear()
         t0 = time.perf_counter()
@@ -337,6 +339,11 @@ def main() -> None:
         print(
             f"  of which activity threads {1000 * activity_cpu / max(1, n):.2f} ms/execution,"
             f" other threads (Lance, committer, S3 pool, sink) {1000 * (cpu - activity_cpu) / max(1, n):.2f}"
+        )
+        cs = acts.committer.stats
+        print(
+            f"  Lance committer: {cs.commits} commits, {cs.compactions} upkeep rounds (compaction and"
+            f" index folds) taking {cs.maintenance_s:.1f} s of its threads' wall time"
         )
         print(
             "  CPU of the other processes in the same window: "

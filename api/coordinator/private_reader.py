@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from api.coordinator.leaf_values import PARTS
-from api.coordinator.root_set import RootSet
+from api.coordinator.root_set import RootSet, contains_any
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import ObjectSource, ValueReader
 from api.dataplane.lance_store import LEDGER, LanceStore
@@ -49,26 +49,46 @@ def _in_list(values: Iterable[str]) -> str:
     return ", ".join(_sql_str(v) for v in values)
 
 
-class _LedgerCache:
-    """Indexed root ids per (dataset uri, version, generation): a bound version never changes."""
+FragmentKey = tuple[str, tuple[str, ...], tuple[int, int] | None, int]
 
-    def __init__(self, max_entries: int = 8) -> None:
-        self._data: dict[tuple[str, int, int], RootSet] = {}
+
+class _LedgerCache:
+    """RootSets of the ledger per fragment: (dataset uri, data files, deletion file, generation).
+
+    A fragment's rows never change: its data files are written once, and a delete gives it a new
+    deletion file. So one fragment's roots answer for every version that holds it, and a query
+    reads only the fragments committed since the last one it saw. Keyed by the whole version
+    instead, every query re-read all 3.76 M roots at 15 M calls (1-2 s), because the ledger gets
+    a version at every committer cadence."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._data: dict[FragmentKey, RootSet] = {}
         self._lock = threading.Lock()
         self._max = max_entries
 
-    def get(self, key: tuple[str, int, int]) -> RootSet | None:
+    def get(self, key: FragmentKey) -> RootSet | None:
         with self._lock:
             return self._data.get(key)
 
-    def put(self, key: tuple[str, int, int], value: RootSet) -> None:
+    def put(self, key: FragmentKey, value: RootSet) -> None:
         with self._lock:
             if len(self._data) >= self._max:
                 self._data.pop(next(iter(self._data)))
             self._data[key] = value
 
 
-# A generation's roots, indexed for vectorised membership over large candidate sets.
+def _fragment_key(uri: str, fragment: lance.LanceFragment, generation: int) -> FragmentKey:
+    meta = fragment.metadata
+    deletion = meta.deletion_file
+    return (
+        uri,
+        tuple(f.path for f in meta.data_files()),
+        None if deletion is None else (int(deletion.id), int(deletion.read_version)),
+        generation,
+    )
+
+
+# A generation's roots per ledger fragment, indexed for vectorised membership over large candidate sets.
 LEDGER_ROOTS = _LedgerCache()
 
 
@@ -140,18 +160,21 @@ class PrivateReader:
         ds = self.datasets.get(LEDGER)
         if ds is None or len(ids) == 0:
             return pa.array([False] * len(ids), pa.bool_())
-        key = (self.ledger_uri, ds.version, self.generation)
-        roots = LEDGER_ROOTS.get(key)
-        if roots is None and len(pc.unique(ids)) > 20_000:
-            table = self._count(
-                ds.to_table(columns=["root_id"], filter=f"generation = {int(self.generation)}")
-            )
-            roots = RootSet(table["root_id"].combine_chunks())
-            LEDGER_ROOTS.put(key, roots)
-        if roots is not None:
+        fragments = [(f, _fragment_key(self.ledger_uri, f, self.generation)) for f in ds.get_fragments()]
+        cached = [(f, key, LEDGER_ROOTS.get(key)) for f, key in fragments]
+        if len(pc.unique(ids)) > 20_000 or all(roots is not None for _, _, roots in cached):
+            sets = []
+            for fragment, key, roots in cached:
+                if roots is None:
+                    table = self._count(
+                        fragment.to_table(columns=["root_id"], filter=f"generation = {int(self.generation)}")
+                    )
+                    roots = RootSet(table["root_id"].combine_chunks())
+                    LEDGER_ROOTS.put(key, roots)
+                sets.append(roots)
             # Not is_in over millions of roots (3.8 M at 15 M calls): it hashes them on every
             # query, 0.24 s at 100 k candidates. RootSet searches sorted digests (root_set.py).
-            return roots.contains(ids)
+            return contains_any(sets, ids)
         found = self.indexed_executions(pc.unique(ids).to_pylist())
         return pc.fill_null(pc.is_in(ids, value_set=pa.array(sorted(found), pa.string())), False)
 

@@ -11,6 +11,8 @@ decides). Ids of another length than the roots', or roots of mixed lengths, fall
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,26 +63,54 @@ class RootSet:
 
     def contains(self, ids: pa.Array) -> pa.Array:
         """Per id: whether it is one of the roots (a null id is not)."""
-        ids = ids.cast(pa.string())
-        probe = _digests(ids, self.width) if self._order is not None else None
+        return contains_any([self], ids)
+
+    def _found(self, ids: pa.Array, probe: _Probe | None, found: np.ndarray) -> None:
+        """Set ``found`` where an id is one of these roots (``probe``: the ids' digests, sorted)."""
         if probe is None or self._order is None:
             present = self.roots.filter(pc.is_in(self.roots, value_set=pc.unique(ids)))
-            return pc.fill_null(pc.is_in(ids, value_set=present), False)
+            hits = pc.fill_null(pc.is_in(ids, value_set=present, skip_nulls=True), False)
+            found |= np.asarray(hits.to_numpy(zero_copy_only=False), dtype=bool)
+            return
+        digests, by_probe = probe
         # Probes in sorted order walk the sorted digests forwards (cache-friendly), then unsort.
-        by_probe = np.argsort(probe, kind="stable")
-        left = np.empty(len(probe), dtype=np.int64)
-        right = np.empty(len(probe), dtype=np.int64)
-        left[by_probe] = np.searchsorted(self._sorted, probe[by_probe], side="left")
-        right[by_probe] = np.searchsorted(self._sorted, probe[by_probe], side="right")
-        found = np.zeros(len(ids), dtype=bool)
+        left = np.empty(len(digests), dtype=np.int64)
+        right = np.empty(len(digests), dtype=np.int64)
+        left[by_probe] = np.searchsorted(self._sorted, digests[by_probe], side="left")
+        right[by_probe] = np.searchsorted(self._sorted, digests[by_probe], side="right")
         # One root of that digest (the usual case): compare the strings, vectorised.
-        single = np.flatnonzero(right - left == 1)
+        single = np.flatnonzero((right - left == 1) & ~found)
         if len(single):
             at = pa.array(self._order[left[single]])
             same = pc.equal(ids.take(pa.array(single)), self.roots.take(at))
-            found[single] = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+            found[single] |= np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
         # Several roots share the digest (a collision, or a repeated root): compare each.
-        for i in np.flatnonzero(right - left > 1):
+        for i in np.flatnonzero((right - left > 1) & ~found):
             wanted = ids[int(i)].as_py()
             found[i] = any(self.roots[int(j)].as_py() == wanted for j in self._order[left[i] : right[i]])
-        return pa.array(found, pa.bool_())
+
+
+_Probe = tuple[np.ndarray, np.ndarray]  # the ids' digests, and the order that sorts them
+
+
+def contains_any(sets: Sequence[RootSet], ids: pa.Array) -> pa.Array:
+    """Per id: whether it is one of the roots of any of ``sets`` (a null id is not).
+
+    The ids are digested and sorted once per root width, whatever the number of sets: the
+    ledger's roots are cached per fragment (private_reader.py), a handful of sets per query."""
+    ids = ids.cast(pa.string())
+    found = np.zeros(len(ids), dtype=bool)
+    probes: dict[int, _Probe | None] = {}
+    for roots in sets:
+        if len(roots.roots) == 0:
+            continue
+        probe = None
+        if roots._order is not None:
+            if roots.width not in probes:
+                digests = _digests(ids, roots.width)
+                probes[roots.width] = (
+                    None if digests is None else (digests, np.argsort(digests, kind="stable"))
+                )
+            probe = probes[roots.width]
+        roots._found(ids, probe, found)
+    return pa.array(found, pa.bool_())

@@ -91,6 +91,16 @@ class DatasetSpec:
         keys = tuple(c for c in self.keys if c in self.btree) if self.merge == "insert_only" else ()
         return keys + ((self.probe,) if self.probe is not None and self.probe not in keys else ())
 
+    @property
+    def query_indexed(self) -> tuple[str, ...]:
+        """Columns of the BTREE, bitmap and zone-map indexes that serve queries only: created by the
+        IndexAndCompact tick, then folded by the committer whenever enough new rows wait for them
+        (``LanceCommitter``: ``query_fold_rows``; the n-gram index, far costlier to fold, waits for
+        ``ngram_fold_rows``)."""
+        return tuple(
+            c for c in dict.fromkeys((*self.btree, *self.bitmap, *self.zonemap)) if c not in self.lookup
+        )
+
 
 # Lance datasets the projector writes, in commit order: the ledger is last, so a ledger row
 # means every other dataset already holds the execution's rows.
@@ -189,10 +199,13 @@ def create_missing_indexes(ds: lance.LanceDataset, dataset: str, only: tuple[str
     return built
 
 
-def fold_new_rows(ds: lance.LanceDataset, dataset: str, only: tuple[str, ...] | None = None) -> None:
+def fold_new_rows(
+    ds: lance.LanceDataset, dataset: str, only: tuple[str, ...] | None = None, *, min_rows: int = 1
+) -> None:
     """Fold the rows added since the last fold into the dataset's existing indexes (those on the
     columns in ``only``, when given), the way :mod:`api.dataplane.index_tiers` says: a delta
-    entry, or a merge with the newest entries that are small beside what is folded.
+    entry, or a merge with the newest entries that are small beside what is folded. An index with
+    fewer than ``min_rows`` new rows is left for a later fold.
 
     Merging new rows into one entry rewrites all of it: an n-gram index's postings (measured with
     pylance 14 on moto: 74 s of CPU for 200 new rows at 200,000 rows, against 3-5 s for a delta,
@@ -211,7 +224,7 @@ def fold_new_rows(ds: lance.LanceDataset, dataset: str, only: tuple[str, ...] | 
         found.sort()  # oldest first
         covered = {f for _, fragments in found for f in fragments}
         new_rows = sum(n for f, n in fragment_rows.items() if f not in covered)
-        if new_rows == 0:
+        if new_rows < max(min_rows, 1):
             continue
         sizes = [sum(fragment_rows.get(f, 0) for f in fragments) for _, fragments in found]
         merge = entries_to_merge(sizes, new_rows)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from api.coordinator import root_set
-from api.coordinator.root_set import RootSet
+from api.coordinator.root_set import RootSet, contains_any
 
 
 def _hex(rng: random.Random, n: int, width: int = 64) -> list[str]:
@@ -54,3 +54,13 @@ def test_large_strings_on_either_side_are_the_same_ids() -> None:
     roots = RootSet(pa.array(["a" * 64, "b" * 64], pa.large_string()))
     assert roots.contains(pa.array(["b" * 64, "c" * 64])).to_pylist() == [True, False]
     assert roots.contains(pa.array(["a" * 64], pa.large_string())).to_pylist() == [True]
+
+
+def test_membership_in_any_of_several_sets_equals_their_union() -> None:
+    rng = random.Random(7)
+    pool = [f"{rng.getrandbits(128):032x}" for _ in range(3000)] + [f"{i:064x}" for i in range(500)]
+    parts = [pool[:1000], pool[1000:2000], pool[2000:2600], [], [*pool[3000:], "short", None]]
+    sets = [RootSet(pa.array(part, pa.string())) for part in parts]
+    probes = [*pool[::3], "short", "absent", None, pool[2999]]
+    expected = [p is not None and any(p in part for part in parts) for p in probes]
+    assert contains_any(sets, pa.array(probes, pa.string())).to_pylist() == expected

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from lance_rows import leaf_rows, value_rows
+from lance_rows import leaf_rows
 
 from activities.lance_committer import LanceCommitter
 from api.dataplane.lance_store import DATASETS, LanceStore, MergeResult, dataset_schema
@@ -141,21 +141,67 @@ def test_a_new_dataset_gets_its_lookup_indexes_with_its_first_compaction(tmp_pat
     assert stats["num_unindexed_rows"] < ds.count_rows() // 2  # folded in, not left to scan
 
 
-def test_the_committer_keeps_lookup_indexes_and_leaves_query_indexes_to_the_tick(tmp_path: Path) -> None:
-    # value_leaves_v1's n-gram and bitmap indexes serve queries only: folding them at the commit
-    # cadence cost seconds of CPU a time. values_v1's CID index serves every meta object's lookup,
-    # the execution_id index every merge's probe for existing keys.
+def _leaves_after_a_tick(
+    tmp_path: Path, query_fold_rows: int, ngram_fold_rows: int = 1_000_000
+) -> list[tuple[str, str, int]]:
+    """(column, index type, unindexed rows) of value_leaves_v1's indexes after 40 rows through the
+    committer, a tick, then 40 rows more."""
     store = LanceStore(root=tmp_path)
-    committer = LanceCommitter(store, interval_s=0.0, max_fragments=2, retain_s=0.0)
+    committer = LanceCommitter(
+        store,
+        interval_s=0.0,
+        max_fragments=2,
+        retain_s=0.0,
+        query_fold_rows=query_fold_rows,
+        ngram_fold_rows=ngram_fold_rows,
+    )
     for i in range(4):
         committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
-        committer.merge(SCOPE, "values_v1", value_rows([f"{j:064x}" for j in range(i * 10, i * 10 + 10)]))
-    assert committer.stats.compactions >= 2
+    committer.close()
     leaves = store.open(SCOPE, "value_leaves_v1")
-    values = store.open(SCOPE, "values_v1")
-    assert leaves is not None and values is not None
-    assert len(leaves.get_fragments()) <= 3
+    assert leaves is not None and committer.stats.compactions >= 1
+    # Before a tick, only the write path's index: the merges' probe by execution.
     assert [tuple(i["fields"]) for i in leaves.list_indices()] == [("execution_id",)]
-    assert [tuple(i["fields"]) for i in values.list_indices()] == [("cid",)]
-    assert DATASETS["values_v1"].lookup == ("cid",)
+    store.index_and_compact(SCOPE, "value_leaves_v1")  # the tick builds the query indexes
+    committer = LanceCommitter(
+        store,
+        interval_s=0.0,
+        max_fragments=2,
+        retain_s=0.0,
+        query_fold_rows=query_fold_rows,
+        ngram_fold_rows=ngram_fold_rows,
+    )
+    for i in range(4, 8):
+        committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
+    committer.close()  # its upkeep after the last commit done
+    leaves = store.open(SCOPE, "value_leaves_v1")
+    assert leaves is not None
+    return [
+        (i["fields"][0], str(i["type"]).lower(), leaves.stats.index_stats(i["name"])["num_unindexed_rows"])
+        for i in leaves.list_indices()
+    ]
+
+
+def test_the_committer_folds_new_rows_into_the_query_indexes_the_ngram_last(tmp_path: Path) -> None:
+    # Query indexes are created by the tick (a first build over a large dataset takes minutes),
+    # then folded at the commit cadence; the n-gram's, which costs seconds per fold, only once
+    # ngram_fold_rows rows wait.
+    indexes = _leaves_after_a_tick(tmp_path, query_fold_rows=1)
+    assert {kind for _, kind, _ in indexes} == {"btree", "bitmap", "zonemap", "ngram"}
     assert DATASETS["value_leaves_v1"].lookup == ("execution_id",)
+    assert "string" not in DATASETS["value_leaves_v1"].query_indexed  # the n-gram's column
+    for column, kind, rows in indexes:
+        # The n-gram index lacks every row since the tick; the others at most the newest commit's.
+        assert rows == 40 if kind == "ngram" else rows <= 10, (column, kind, rows)
+    for column, kind, rows in _leaves_after_a_tick(tmp_path / "again", query_fold_rows=1, ngram_fold_rows=1):
+        assert rows <= 10, (column, kind, rows)
+
+
+def test_query_indexes_wait_for_query_fold_rows_new_rows(tmp_path: Path) -> None:
+    # A fold's fixed cost is paid once per query_fold_rows rows; the write path's index is folded
+    # at every upkeep whatever the count.
+    for column, kind, rows in _leaves_after_a_tick(tmp_path, query_fold_rows=1000):
+        if column == "execution_id":
+            assert rows <= 10, (column, kind, rows)
+        else:  # every row since the tick (a zone map is not remapped by compaction: more)
+            assert rows >= 40, (column, kind, rows)
