@@ -36,6 +36,9 @@ from typing import Any, TypeVar, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# This checkout's packages first, not the editable install's (a bench run from another worktree
+# would otherwise time the installed code).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "coordinator"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "projection"))
 

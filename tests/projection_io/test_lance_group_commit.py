@@ -147,14 +147,18 @@ def _leaves_after_a_tick(
     """(column, index type, unindexed rows) of value_leaves_v1's indexes after 40 rows through the
     committer, a tick, then 40 rows more."""
     store = LanceStore(root=tmp_path)
-    committer = LanceCommitter(
-        store,
-        interval_s=0.0,
-        max_fragments=2,
-        retain_s=0.0,
-        query_fold_rows=query_fold_rows,
-        ngram_fold_rows=ngram_fold_rows,
-    )
+
+    def new_committer() -> LanceCommitter:
+        return LanceCommitter(
+            store,
+            interval_s=0.0,
+            max_fragments=2,
+            retain_s=0.0,
+            query_fold_rows=query_fold_rows,
+            ngram_fold_rows=ngram_fold_rows,
+        )
+
+    committer = new_committer()
     for i in range(4):
         committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
     committer.close()
@@ -163,14 +167,7 @@ def _leaves_after_a_tick(
     # Before a tick, only the write path's index: the merges' probe by execution.
     assert [tuple(i["fields"]) for i in leaves.list_indices()] == [("execution_id",)]
     store.index_and_compact(SCOPE, "value_leaves_v1")  # the tick builds the query indexes
-    committer = LanceCommitter(
-        store,
-        interval_s=0.0,
-        max_fragments=2,
-        retain_s=0.0,
-        query_fold_rows=query_fold_rows,
-        ngram_fold_rows=ngram_fold_rows,
-    )
+    committer = new_committer()
     for i in range(4, 8):
         committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
     committer.close()  # its upkeep after the last commit done
