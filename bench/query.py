@@ -11,7 +11,8 @@ bare Lance. ``ratio`` = coordinator / raw (target < 1.5x). Q10 also runs with a 
 Q11 and Q12 with windows holding 10 k and 100 k candidate calls.
 
 Cold is the first run of a class in this process; warm is p50 / p95 over ``--repeats`` more runs.
-``--maintenance`` times IndexAndCompact ticks instead (docs/query.md).
+``--maintenance`` times IndexAndCompact ticks instead (docs/query.md); ``--tick-process`` runs the
+tick in a process of its own on one CPU and the queries on the other.
 
     .venv/bin/python bench/query.py                      # 1 M calls (~250 k executions)
     .venv/bin/python bench/query.py --calls 15000000     # the full-size run of DESIGN.md section 8
@@ -23,8 +24,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -440,12 +443,41 @@ def _print_tick(label: str, seconds: dict[str, float]) -> None:
 TICK_CLASSES = ("Q8", "Q10", "Q11", "Q12")  # the private classes: they read what a tick rewrites
 
 
+def _pin_process(cpus: set[int]) -> None:
+    """Every thread of this process (chdb's and Lance's pools included) onto ``cpus``."""
+    for task in Path("/proc/self/task").iterdir():
+        os.sched_setaffinity(int(task.name), cpus)
+
+
+def _tick_in_own_process(work: Path) -> dict[str, float]:
+    """A tick run as a deployment runs it, in another process (a worker), pinned to CPU 1."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--work", str(work), "--tick-only"],
+        check=True,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {1}),
+    )
+    return cast(dict[str, float], json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def maintenance(
-    work: Path, base_executions: int, more: int, facts: DirectFacts, lance: LanceStore, params: ClassParams
+    work: Path,
+    base_executions: int,
+    more: int,
+    facts: DirectFacts,
+    lance: LanceStore,
+    params: ClassParams,
+    *,
+    tick_process: bool = False,
 ) -> None:
     """A tick on the corpus as built, then ``more`` executions appended and a tick while the
-    private classes run: tick times, and each class's latency and answer beside the tick."""
+    private classes run: tick times, and each class's latency and answer beside the tick. With
+    ``tick_process`` the queries run on CPU 0 throughout and the second tick in a process of its
+    own on CPU 1, as a coordinator and a worker run on different machines."""
     store = facts.store
+    if tick_process:
+        _pin_process({0})
     _print_tick("tick on the corpus as built", tick(lance))
     profiles = work / "tick-profiles"
     shutil.rmtree(profiles, ignore_errors=True)
@@ -497,7 +529,9 @@ def maintenance(
     before = runs(3)  # the new rows not indexed yet
     during: dict[str, list[Timed]] = {n: [] for n in sqls}
     result: dict[str, float] = {}
-    worker = threading.Thread(target=lambda: result.update(tick(lance)))
+    worker = threading.Thread(
+        target=lambda: result.update(_tick_in_own_process(work) if tick_process else tick(lance))
+    )
     worker.start()
     while worker.is_alive():
         for n, q in sqls.items():
@@ -550,12 +584,21 @@ def main() -> None:
         action="store_true",
         help="rebuild the fact tables of the corpus under --work in the current layout (ddl.py), then time",
     )
+    parser.add_argument(
+        "--tick-process",
+        action="store_true",
+        help="with --maintenance: queries on CPU 0, the tick in a process of its own on CPU 1",
+    )
+    parser.add_argument("--tick-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--more-executions", type=int, default=100_000)
     parser.add_argument("--days", type=int, default=30, help="the time the corpus spans (the seed's 30 days)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-query-") as tmp:
         work = args.work or Path(tmp)
         saved = work / "params.json"
+        if args.tick_only:  # the worker's side of --maintenance --tick-process (no ClickHouse)
+            print(json.dumps(tick(LanceStore(root=work / "lance"))))
+            return
         if saved.exists():
             params = ClassParams(**json.loads(saved.read_text()))
             store = FactStore.open(path=work / "chdb", database=DB)
@@ -573,7 +616,15 @@ def main() -> None:
         if args.build_only:
             return
         if args.maintenance:
-            maintenance(work, args.base_executions, args.more_executions, DirectFacts(store), lance, params)
+            maintenance(
+                work,
+                args.base_executions,
+                args.more_executions,
+                DirectFacts(store),
+                lance,
+                params,
+                tick_process=args.tick_process,
+            )
             return
         shutil.rmtree(work / "value-cache", ignore_errors=True)  # cold means an empty value cache too
         cache = DiskValueCache(work / "value-cache", 4 << 30)
