@@ -62,6 +62,23 @@ QUERY_FOLD_ROWS = 100_000
 NGRAM_FOLD_ROWS = 1_000_000
 
 
+def fold_thresholds(
+    dataset: str, query_fold_rows: int = QUERY_FOLD_ROWS, ngram_fold_rows: int = NGRAM_FOLD_ROWS
+) -> dict[str, int]:
+    """Per indexed column of ``dataset``: the new rows the committer's upkeep waits for before it
+    folds them into that column's index. The write path's indexes (``DatasetSpec.lookup``) at
+    every upkeep. The query indexes are created by the tick (a first build over a large dataset
+    takes minutes) and folded here once enough rows wait, so a query never scans an hour of rows
+    that no index covers: at 15 M calls, 5 M new leaf rows took Q11 and Q12 from 0.5 s to 2 s,
+    and Q10 from 0.4 s to 1.6 s (docs/query.md)."""
+    spec = DATASETS[dataset]
+    return {
+        **dict.fromkeys(spec.ngram, ngram_fold_rows),
+        **dict.fromkeys(spec.query_indexed, query_fold_rows),
+        **dict.fromkeys(spec.lookup, 1),
+    }
+
+
 @dataclass
 class CommitStats:
     """What the committer did (for benchmarks and the worker's log)."""
@@ -140,23 +157,11 @@ class LanceCommitter:
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
             # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
             # fragments (measured in bench/soak.py on a fresh stack).
-            spec = DATASETS[dataset]
-            if spec.lookup:
-                if create_missing_indexes(ds, dataset, only=spec.lookup):
-                    ds = self.store.open(scope, dataset)
-                    assert ds is not None
-                fold_new_rows(ds, dataset, only=spec.lookup)
-            # The indexes that serve queries are created by the tick (a first build over a large
-            # dataset takes minutes) and folded here once enough rows wait for them, so a query
-            # never scans an hour of rows that no index covers: at 15 M calls, 5 M new leaf rows
-            # took Q11 and Q12 from 0.5 s to 2 s, and Q10 from 0.4 s to 1.6 s (docs/query.md).
-            for columns, min_rows in (
-                (spec.query_indexed, self.query_fold_rows),
-                (spec.ngram, self.ngram_fold_rows),
-            ):
-                if columns:
-                    ds = self.store.open(scope, dataset) or ds
-                    fold_new_rows(ds, dataset, only=columns, min_rows=min_rows)
+            lookup = DATASETS[dataset].lookup
+            if lookup and create_missing_indexes(ds, dataset, only=lookup):
+                ds = self.store.open(scope, dataset)
+                assert ds is not None
+            fold_new_rows(ds, dataset, fold_thresholds(dataset, self.query_fold_rows, self.ngram_fold_rows))
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )

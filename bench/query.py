@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "coordinator"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "projection"))
 
-from activities.lance_committer import NGRAM_FOLD_ROWS, QUERY_FOLD_ROWS
+from activities.lance_committer import fold_thresholds
 from activities.projection.batches import build_batches, read_ipc
 from api.boundary.facts import ddl
 from api.boundary.facts.batch_check import BatchScope
@@ -57,6 +57,7 @@ from api.coordinator.executor import Budget, QueryRun
 from api.coordinator.planner import plan_query
 from api.coordinator.private_reader import PrivateReader
 from api.coordinator.query_classes import NS_PER_DAY, PUBLIC_CLASSES, ClassParams, class_sql
+from api.coordinator.runtime import PreparedQuery
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import DirObjects
 from api.dataplane.lance_store import DATASETS, LEDGER, LanceStore, fold_new_rows, ledger_row_id
@@ -374,16 +375,23 @@ class _Recorded:
         return self._ds.to_table(**kwargs)
 
 
-def run_class(
+CANDIDATE_CAP = 5_000_000
+BUDGET = Budget(wall_ms=600_000, rows=10_000_000, bytes=1 << 34, private_bytes=1 << 40)
+
+
+def prepare(
     sql: str,
     facts: DirectFacts,
     lance: LanceStore,
     cache: DiskValueCache,
+    *,
+    budget: Budget = BUDGET,
     record: list[tuple[Any, dict[str, Any]]] | None = None,
-) -> Timed:
-    """One run through the coordinator; ``record`` collects the Lance scans it issued."""
-    started = time.perf_counter()
-    plan = plan_query(sql, candidate_cap=5_000_000)
+) -> PreparedQuery:
+    """A query through the coordinator over the bench corpus, ready to run: what
+    ``CoordinatorRuntime.start_query`` prepares, with the guard and fact store in-process.
+    ``record`` collects the Lance scans it issues."""
+    plan = plan_query(sql, candidate_cap=CANDIDATE_CAP)
     assert lance.root is not None
     objects = DirObjects(lance.root)
 
@@ -395,15 +403,29 @@ def run_class(
             }
         return bound
 
+    snapshot = qo.SnapshotRef(snapshot_id="bench", catalog_version=1, generation=1)
     run = QueryRun(
         plan,
         public=facts,
         reader_factory=reader,
-        snapshot=qo.SnapshotRef(snapshot_id="bench", catalog_version=1, generation=1),
-        budget=Budget(wall_ms=600_000, rows=10_000_000, bytes=1 << 34, private_bytes=1 << 40),
+        snapshot=snapshot,
+        budget=budget,
         interactive=False,
-        candidate_cap=5_000_000,
+        candidate_cap=CANDIDATE_CAP,
     )
+    return PreparedQuery(plan, snapshot, run)
+
+
+def run_class(
+    sql: str,
+    facts: DirectFacts,
+    lance: LanceStore,
+    cache: DiskValueCache,
+    record: list[tuple[Any, dict[str, Any]]] | None = None,
+) -> Timed:
+    """One run through the coordinator; ``record`` collects the Lance scans it issued."""
+    started = time.perf_counter()
+    run = prepare(sql, facts, lance, cache, record=record).run
     lines = list(run.lines())
     assert run.outcome is not None
     # Every line but the last, the outcome (whose figures vary from run to run).
@@ -506,19 +528,12 @@ def maintenance(
         f"appended {len(rounds) * len(ids)} executions ({n_calls} calls) in "
         f"{time.perf_counter() - started:.1f}s"
     )
-    # What the worker's committer does as such rows arrive (activities/lance_committer.py): fold
-    # them into the write path's indexes, the query indexes QUERY_FOLD_ROWS and the n-gram
-    # NGRAM_FOLD_ROWS at a time.
+    # What the worker's committer does as such rows arrive (activities/lance_committer.py).
     started = time.perf_counter()
-    for name, spec in DATASETS.items():
-        for columns, min_rows in (
-            (spec.lookup, 1),
-            (spec.query_indexed, QUERY_FOLD_ROWS),
-            (spec.ngram, NGRAM_FOLD_ROWS),
-        ):
-            ds = lance.open(SCOPE, name)
-            if ds is not None and columns:
-                fold_new_rows(ds, name, only=columns, min_rows=min_rows)
+    for name in DATASETS:
+        ds = lance.open(SCOPE, name)
+        if ds is not None:
+            fold_new_rows(ds, name, fold_thresholds(name))
     print(f"the committer's index folds over them: {time.perf_counter() - started:.1f}s")
     sqls = {n: q for n, q in class_sql(params).items() if n in TICK_CLASSES}
     cache = DiskValueCache(work / "value-cache", 4 << 30)

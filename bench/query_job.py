@@ -33,14 +33,10 @@ import query as corpus  # noqa: E402  # bench/query.py: the corpus and its in-pr
 from activities import query_job  # noqa: E402
 from activities.query_job import QueryJobActivities  # noqa: E402
 from api.boundary.facts.store import FactStore  # noqa: E402
-from api.coordinator.executor import Budget, QueryRun  # noqa: E402
-from api.coordinator.planner import plan_query  # noqa: E402
-from api.coordinator.private_reader import PrivateReader  # noqa: E402
+from api.coordinator.executor import Budget  # noqa: E402
 from api.coordinator.runtime import PreparedQuery  # noqa: E402
 from api.coordinator.value_cache import DiskValueCache  # noqa: E402
-from api.coordinator.value_reader import DirObjects  # noqa: E402
 from api.dataplane.lance_store import LanceStore  # noqa: E402
-from formats import query_output as qo  # noqa: E402
 from formats.contracts.query_job import QueryJobInput  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
 
@@ -62,24 +58,8 @@ class CorpusRuntime:
         return Budget(wall_ms=wall_ms or 600_000, rows=rows or 10_000_000, bytes=bytes or 1 << 34)
 
     def start_query(self, sql: str, scope: Scope, budget: Budget, *, interactive: bool) -> PreparedQuery:
-        plan = plan_query(sql, candidate_cap=5_000_000)
-        ref = qo.SnapshotRef(snapshot_id="bench", catalog_version=1, generation=1)
-        assert self.lance.root is not None
-        objects = DirObjects(self.lance.root)
-
-        def reader() -> PrivateReader:
-            return PrivateReader.bind(self.lance, scope, 1, cache=self.cache, objects=objects)
-
-        run = QueryRun(
-            plan,
-            public=self.facts,
-            reader_factory=reader,
-            snapshot=ref,
-            budget=budget,
-            interactive=interactive,
-            candidate_cap=5_000_000,
-        )
-        return PreparedQuery(plan, ref, run)
+        assert scope == corpus.SCOPE and not interactive  # the corpus's one scope; a job
+        return corpus.prepare(sql, self.facts, self.lance, self.cache, budget=budget)
 
 
 class RssPeak:

@@ -13,6 +13,7 @@ Values leave this module only to the query that asked; nothing here logs a value
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -24,7 +25,7 @@ from api.coordinator.leaf_values import PARTS
 from api.coordinator.root_set import RootSet, contains_any
 from api.coordinator.value_cache import DiskValueCache
 from api.coordinator.value_reader import ObjectSource, ValueReader
-from api.dataplane.lance_store import LEDGER, LanceStore
+from api.dataplane.lance_store import LEDGER, LanceStore, sql_in_list, sql_literal
 from formats.object_keys import Scope
 
 _IN_CHUNK = 2000
@@ -41,14 +42,6 @@ class OutdatedLeafLayout(Exception):
         self.missing = missing
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _in_list(values: Iterable[str]) -> str:
-    return ", ".join(_sql_str(v) for v in values)
-
-
 FragmentKey = tuple[str, tuple[str, ...], tuple[int, int] | None, int]
 
 
@@ -62,19 +55,24 @@ class _LedgerCache:
     a version at every committer cadence."""
 
     def __init__(self, max_entries: int = 4096) -> None:
-        self._data: dict[FragmentKey, RootSet] = {}
+        self._data: OrderedDict[FragmentKey, RootSet] = OrderedDict()
         self._lock = threading.Lock()
         self._max = max_entries
 
     def get(self, key: FragmentKey) -> RootSet | None:
         with self._lock:
-            return self._data.get(key)
+            found = self._data.get(key)
+            if found is not None:
+                # Least recently used goes first: the big fragments written first are read by
+                # every query, the small ones compaction replaces stop being asked for.
+                self._data.move_to_end(key)
+            return found
 
     def put(self, key: FragmentKey, value: RootSet) -> None:
         with self._lock:
-            if len(self._data) >= self._max:
-                self._data.pop(next(iter(self._data)))
             self._data[key] = value
+            if len(self._data) > self._max:
+                self._data.popitem(last=False)
 
 
 def _fragment_key(uri: str, fragment: lance.LanceFragment, generation: int) -> FragmentKey:
@@ -148,7 +146,7 @@ class PrivateReader:
             table = self._count(
                 ds.to_table(
                     columns=["root_id"],
-                    filter=f"generation = {int(self.generation)} AND root_id IN ({_in_list(chunk)})",
+                    filter=f"generation = {int(self.generation)} AND root_id IN ({sql_in_list(chunk)})",
                 )
             )
             found.update(table["root_id"].to_pylist())
@@ -160,9 +158,10 @@ class PrivateReader:
         ds = self.datasets.get(LEDGER)
         if ds is None or len(ids) == 0:
             return pa.array([False] * len(ids), pa.bool_())
-        fragments = [(f, _fragment_key(self.ledger_uri, f, self.generation)) for f in ds.get_fragments()]
-        cached = [(f, key, LEDGER_ROOTS.get(key)) for f, key in fragments]
-        if len(pc.unique(ids)) > 20_000 or all(roots is not None for _, _, roots in cached):
+        unique = pc.unique(ids)
+        keys = [(f, _fragment_key(self.ledger_uri, f, self.generation)) for f in ds.get_fragments()]
+        cached = [(f, key, LEDGER_ROOTS.get(key)) for f, key in keys]
+        if len(unique) > 20_000 or all(roots is not None for _, _, roots in cached):
             sets = []
             for fragment, key, roots in cached:
                 if roots is None:
@@ -175,7 +174,7 @@ class PrivateReader:
             # Not is_in over millions of roots (3.8 M at 15 M calls): it hashes them on every
             # query, 0.24 s at 100 k candidates. RootSet searches sorted digests (root_set.py).
             return contains_any(sets, ids)
-        found = self.indexed_executions(pc.unique(ids).to_pylist())
+        found = self.indexed_executions(unique.to_pylist())
         return pc.fill_null(pc.is_in(ids, value_set=pa.array(sorted(found), pa.string())), False)
 
     # --- leaves --------------------------------------------------------------------------------
@@ -188,7 +187,7 @@ class PrivateReader:
         return self._count(
             ds.to_table(
                 columns=["execution_id", "call_id"],
-                filter=f"key = {_sql_str(key)} AND role = {_sql_str(role)}",
+                filter=f"key = {sql_literal(key)} AND role = {sql_literal(role)}",
             )
         )
 
@@ -223,7 +222,7 @@ class PrivateReader:
         table = self._count(
             ds.to_table(
                 columns=LEAF_COLUMNS,
-                filter=f"role = {_sql_str(role)} AND path = {_sql_str(path_text)} AND {prune}",
+                filter=f"role = {sql_literal(role)} AND path = {sql_literal(path_text)} AND {prune}",
             )
         )
         return table.cast(pa.schema(list(_LEAF_TYPES.items())))
@@ -240,7 +239,7 @@ class PrivateReader:
         empty = pa.table({"execution_id": pa.array([], pa.string()), "call_id": pa.array([], pa.string())})
         if ds is None:
             return empty
-        base = f"role = {_sql_str(role)} AND contains(`string`, {_sql_str(needle)})"
+        base = f"role = {sql_literal(role)} AND contains(`string`, {sql_literal(needle)})"
         if prune is not None and "function_name" in ds.schema.names:
             return self._count(ds.to_table(columns=["execution_id", "call_id"], filter=f"{base} AND {prune}"))
         unique = sorted(set(execution_ids or ()))
@@ -251,7 +250,7 @@ class PrivateReader:
                 self._count(
                     ds.to_table(
                         columns=["execution_id", "call_id"],
-                        filter=f"execution_id IN ({_in_list(chunk)}) AND {base}",
+                        filter=f"execution_id IN ({sql_in_list(chunk)}) AND {base}",
                     )
                 )
             )
@@ -271,8 +270,8 @@ class PrivateReader:
                     ds.to_table(
                         columns=LEAF_COLUMNS,
                         filter=(
-                            f"execution_id IN ({_in_list(chunk)}) AND role = {_sql_str(role)}"
-                            f" AND path = {_sql_str(path_text)}"
+                            f"execution_id IN ({sql_in_list(chunk)}) AND role = {sql_literal(role)}"
+                            f" AND path = {sql_literal(path_text)}"
                         ),
                     )
                 )

@@ -1,12 +1,12 @@
 """Exact membership in a large, fixed set of ids, probed many times (pure).
 
-The ledger's roots of one generation (3.76 M at 15 M calls) are read once per ledger version and
-then asked about each query's candidates. ``pc.is_in`` hashes its whole value set, or every root
-when the candidates are the value set: 240 ms per query at 100 k candidates. :class:`RootSet`
-sorts 64-bit digests of the roots once, so a probe is a binary search per candidate and an exact
-string comparison of the candidates whose digest matches (digests may collide; the comparison
-decides). Ids of another length than the roots', or roots of mixed lengths, fall back to
-``pc.is_in``: the same answer, at its usual cost.
+The ledger's roots of one generation (3.76 M at 15 M calls) are read once per ledger fragment
+(api/coordinator/private_reader.py) and then asked about each query's candidates. ``pc.is_in``
+hashes its whole value set, or every root when the candidates are the value set: 240 ms per
+query at 100 k candidates. :class:`RootSet` sorts 64-bit digests of the roots once, so a probe
+is a binary search per candidate and an exact string comparison of the candidates whose digest
+matches (digests may collide; the comparison decides). Ids of another length than the roots',
+or roots of mixed lengths, fall back to ``pc.is_in``: the same answer, at its usual cost.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class RootSet:
         if len(single):
             at = pa.array(self._order[left[single]])
             same = pc.equal(ids.take(pa.array(single)), self.roots.take(at))
-            found[single] |= np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+            found[single] = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
         # Several roots share the digest (a collision, or a repeated root): compare each.
         for i in np.flatnonzero((right - left > 1) & ~found):
             wanted = ids[int(i)].as_py()

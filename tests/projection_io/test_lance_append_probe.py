@@ -7,11 +7,11 @@ and appends the new rows (api/dataplane/lance_store.py, ``_append_new_keys``).""
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 
 import pytest
 from lance_rows import leaf_rows
+from racing_writers import merge_in_racing_rounds
 
 from api.dataplane.lance_store import LanceStore, create_missing_indexes
 from formats.object_keys import Scope
@@ -57,26 +57,10 @@ def test_two_writers_appending_the_same_new_rows_keep_one_copy_each(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     LanceStore(root=tmp_path).merge(SCOPE, "value_leaves_v1", leaf_rows(0, 5))
-    together = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        store = LanceStore(root=tmp_path)  # a handle of its own, as another process has
-        try:
-            for r in range(1, ROUNDS + 1):
-                together.wait(30)
-                store.merge(SCOPE, "value_leaves_v1", leaf_rows(r * 100, 10))
-        except BaseException as exc:  # surfaced below, with the thread's own error
-            errors.append(exc)
-            together.abort()
-
     with caplog.at_level(logging.WARNING, logger="baml_studio.lance_store"):
-        threads = [threading.Thread(target=writer) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-    assert not errors
+        merge_in_racing_rounds(
+            tmp_path, SCOPE, "value_leaves_v1", lambda r: leaf_rows(r * 100, 10), range(1, ROUNDS + 1)
+        )
     assert len(_strings(LanceStore(root=tmp_path))) == 5 + ROUNDS * 10
     # The rounds raced: at least one append of the same keys was committed twice and repaired.
     assert any("appended twice" in r.getMessage() for r in caplog.records)

@@ -8,10 +8,10 @@ rounds of 10 shared keys was held twice (bench/soak.py had found values_v1 keys 
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from lance_rows import value_rows
+from racing_writers import merge_in_racing_rounds
 
 from api.dataplane.lance_store import DATASETS, LanceStore, create_missing_indexes
 from formats.object_keys import Scope
@@ -26,24 +26,12 @@ def test_concurrent_inserts_of_the_same_new_keys_keep_one_row_each(tmp_path: Pat
     ds = first.open(SCOPE, "values_v1")
     assert ds is not None and create_missing_indexes(ds, "values_v1") == 1
     assert DATASETS["values_v1"].lookup == ("cid",)  # the index every worker has from then on
-    together = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        store = LanceStore(root=tmp_path)  # a handle of its own, as another process has
-        try:
-            for r in range(ROUNDS):
-                together.wait(30)
-                store.merge(SCOPE, "values_v1", value_rows([f"{r:08d}{i:056d}" for i in range(10)]))
-        except BaseException as exc:  # surfaced below, with the thread's own error
-            errors.append(exc)
-            together.abort()
-
-    threads = [threading.Thread(target=writer) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors
+    merge_in_racing_rounds(
+        tmp_path,
+        SCOPE,
+        "values_v1",
+        lambda r: value_rows([f"{r:08d}{i:056d}" for i in range(10)]),
+        range(ROUNDS),
+    )
     keys = first.read(SCOPE, "values_v1", columns=["cid"])["cid"].to_pylist()
     assert len(keys) == len(set(keys)) == 1 + ROUNDS * 10
