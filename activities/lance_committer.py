@@ -17,12 +17,18 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
   more than ``max_fragments`` fragments, creates the write path's lookup indexes
   (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``:
-  values are found by CID, and merges probe keys, through an index), folds them into the query
-  indexes once ``query_fold_rows`` wait (``DatasetSpec.query_indexed``; the n-gram's once
-  ``ngram_fold_rows`` wait), and
-  removes versions older than ``retain_s`` (readers bound to a version keep it that long). It runs
-  on the dataset's leader thread before its next commit, so this process never commits into a
-  dataset it is compacting.
+  values are found by CID, and merges probe keys, through an index), and removes versions older
+  than ``retain_s`` (readers bound to a version keep it that long). It runs on the dataset's
+  leader thread before its next commit, so this process never commits into a dataset it is
+  compacting;
+* **query-index folds beside the commits**: new rows are folded into the query indexes once
+  ``query_fold_rows`` wait (``DatasetSpec.query_indexed``; the n-gram's once ``ngram_fold_rows``
+  wait) by one fold thread per dataset, not by the leader: a fold takes seconds (an n-gram's at
+  least), and on the leader every caller of the dataset, and every ledger commit behind them,
+  would wait for it. A fold's index commit and the leader's appends and merges do not conflict
+  (Lance rebases one over the other); a compaction would, so the leader leaves the dataset
+  uncompacted while its fold runs. The thread folds until nothing is due, so rows that arrive
+  during a fold are folded by the same thread.
 
 Several worker processes still commit to one dataset independently; Lance retries their
 conflicts against the newest version without rewriting fragments.
@@ -86,8 +92,10 @@ class CommitStats:
     commits: int = 0
     rows: int = 0
     callers: int = 0
-    compactions: int = 0  # each with its index folding and version cleanup
+    compactions: int = 0  # each with its lookup-index folding and version cleanup
     maintenance_s: float = 0.0
+    query_folds: int = 0  # fold rounds of the query indexes, on the fold threads
+    query_fold_s: float = 0.0
     by_dataset: dict[str, int] = field(default_factory=dict)
 
 
@@ -111,6 +119,10 @@ class LanceCommitter:
         self._stats_lock = threading.Lock()
         # Fragments of each dataset's newest commit by this process: whether maintenance is due.
         self._fragments: dict[tuple[Scope, str], int] = {}
+        # Each dataset's query-index fold thread while it runs, and whether a commit since its
+        # last look may have made a fold due (both under _stats_lock).
+        self._folders: dict[tuple[Scope, str], threading.Thread] = {}
+        self._fold_due: set[tuple[Scope, str]] = set()
         self._group: GroupCommit[tuple[Scope, str], pa.Table, MergeResult] = GroupCommit(
             self._commit, interval_s=interval_s, after=self._maintain, name="lance-commit"
         )
@@ -125,8 +137,12 @@ class LanceCommitter:
         return self._group.enqueue((scope, dataset), table)
 
     def close(self) -> None:
-        """Wait for the commits (and their upkeep) in progress."""
+        """Wait for the commits (and their upkeep and index folds) in progress."""
         self._group.close()
+        with self._stats_lock:
+            folders = list(self._folders.values())
+        for folder in folders:
+            folder.join()
 
     def _commit(self, key: tuple[Scope, str], tables: list[pa.Table]) -> list[MergeResult]:
         scope, dataset = key
@@ -142,7 +158,8 @@ class LanceCommitter:
         return [replace(result, shared_by=len(tables))] * len(tables)
 
     def _maintain(self, key: tuple[Scope, str]) -> None:
-        """Compact, fold new fragments into the indexes and drop old versions, when it is due."""
+        """Compact, fold new fragments into the lookup indexes and drop old versions, when it is
+        due; then have the dataset's fold thread look at its query indexes."""
         if self._fragments.get(key, 0) <= self.max_fragments:
             return  # known from the commit itself: no dataset open after every commit
         scope, dataset = key
@@ -151,9 +168,10 @@ class LanceCommitter:
             ds = self.store.open(scope, dataset)
             if ds is None:
                 return
-            ds.optimize.compact_files()
-            ds = self.store.open(scope, dataset)
-            assert ds is not None
+            if not self._folding(key):  # a compaction would make the fold's commit conflict
+                ds.optimize.compact_files()
+                ds = self.store.open(scope, dataset)
+                assert ds is not None
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
             # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
             # fragments (measured in bench/soak.py on a fresh stack).
@@ -161,7 +179,7 @@ class LanceCommitter:
             if lookup and create_missing_indexes(ds, dataset, only=lookup):
                 ds = self.store.open(scope, dataset)
                 assert ds is not None
-            fold_new_rows(ds, dataset, fold_thresholds(dataset, self.query_fold_rows, self.ngram_fold_rows))
+            fold_new_rows(ds, dataset, dict.fromkeys(lookup, 1))
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )
@@ -177,3 +195,46 @@ class LanceCommitter:
                 dataset,
                 type(exc).__name__,
             )
+        self._fold_soon(key)
+
+    def _folding(self, key: tuple[Scope, str]) -> bool:
+        with self._stats_lock:
+            return key in self._folders
+
+    def _fold_soon(self, key: tuple[Scope, str]) -> None:
+        """Have the dataset's fold thread look again, starting one if none runs."""
+        query = self._query_thresholds(key[1])
+        if not query:
+            return
+        with self._stats_lock:
+            self._fold_due.add(key)
+            if key in self._folders:
+                return  # it looks again before it ends (_fold)
+            # Not a daemon, for the leaders' reason (activities/group_commit.py).
+            folder = threading.Thread(target=self._fold, args=(key, query), name=f"lance-fold-{key[1]}")
+            self._folders[key] = folder
+            folder.start()
+
+    def _query_thresholds(self, dataset: str) -> dict[str, int]:
+        every = fold_thresholds(dataset, self.query_fold_rows, self.ngram_fold_rows)
+        return {column: rows for column, rows in every.items() if column not in DATASETS[dataset].lookup}
+
+    def _fold(self, key: tuple[Scope, str], query: dict[str, int]) -> None:
+        """Fold new rows into the query indexes until no commit has come since the last look."""
+        scope, dataset = key
+        while True:
+            with self._stats_lock:
+                if key not in self._fold_due:
+                    del self._folders[key]
+                    return
+                self._fold_due.discard(key)
+            try:
+                t0 = time.perf_counter()
+                ds = self.store.open(scope, dataset)
+                if ds is not None and fold_new_rows(ds, dataset, query):
+                    with self._stats_lock:
+                        self.stats.query_folds += 1
+                        self.stats.query_fold_s += time.perf_counter() - t0
+            except Exception as exc:
+                # Lost to another process's compaction, usually: the rows wait for the next look.
+                log.info("lance %s index fold skipped (%s), due again later", dataset, type(exc).__name__)

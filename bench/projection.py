@@ -114,6 +114,20 @@ def _children_cpu() -> dict[str, float]:
     return out
 
 
+def _threads_cpu() -> Counter[str]:
+    """CPU seconds used so far by this process's live threads, by OS thread name (Python's
+    threads all carry the interpreter's name; Lance's Rust pools name theirs)."""
+    out: Counter[str] = Counter()
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread may end while we look
+            comm, stat = (task / "stat").read_text().rsplit(")", 1)
+            name = comm.split("(", 1)[1].rstrip("0123456789-")
+            fields = stat.split()
+            out[name] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 class NullSink:
     def active_generation(self, environment_id: str) -> int:
         return 1
@@ -270,6 +284,7 @@ def main() -> None:
         # Worker CPU (all its threads): steadier than wall time on a shared machine.
         c0 = time.process_time()
         kids0 = _children_cpu()
+        threads0 = _threads_cpu()
         projection_t0 = t0
         outcomes: Counter[str] = Counter()
         per_object: list[tuple[float, float]] = []  # (finished at, thread CPU) per meta object
@@ -288,6 +303,8 @@ def main() -> None:
         total = time.perf_counter() - t0
         cpu = time.process_time() - c0
         kids = {k: v - kids0.get(k, 0.0) for k, v in _children_cpu().items()}
+        threads = _threads_cpu()
+        threads.subtract(threads0)
         n = sum(outcomes.values())
         t.unwrap()
 
@@ -340,10 +357,20 @@ def main() -> None:
             f"  of which activity threads {1000 * activity_cpu / max(1, n):.2f} ms/execution,"
             f" other threads (Lance, committer, S3 pool, sink) {1000 * (cpu - activity_cpu) / max(1, n):.2f}"
         )
+        print(
+            "  the worker's threads by name (Python's together): "
+            + ", ".join(
+                f"{k} {1000 * v / max(1, n):.2f}"
+                for k, v in threads.most_common()
+                if v * 1000 / max(1, n) >= 0.01
+            )
+            + " ms/execution"
+        )
         cs = acts.committer.stats
         print(
             f"  Lance committer: {cs.commits} commits, {cs.compactions} upkeep rounds (compaction and"
-            f" index folds) taking {cs.maintenance_s:.1f} s of its threads' wall time"
+            f" lookup-index folds) taking {cs.maintenance_s:.1f} s of its threads' wall time,"
+            f" {cs.query_folds} query-index folds beside the commits taking {cs.query_fold_s:.1f} s"
         )
         print(
             "  CPU of the other processes in the same window: "

@@ -11,8 +11,10 @@ bare Lance. ``ratio`` = coordinator / raw (target < 1.5x). Q10 also runs with a 
 Q11 and Q12 with windows holding 10 k and 100 k candidate calls.
 
 Cold is the first run of a class in this process; warm is p50 / p95 over ``--repeats`` more runs.
-``--maintenance`` times IndexAndCompact ticks instead (docs/query.md); ``--tick-process`` runs the
-tick in a process of its own on one CPU and the queries on the other.
+``--maintenance`` times maintenance instead (docs/query.md): the committer's index folds over
+``--more-executions`` appended executions, then an IndexAndCompact tick, while the private classes
+run; ``--tick-process`` runs that maintenance in a process of its own on one CPU and the queries
+on the other.
 
     .venv/bin/python bench/query.py                      # 1 M calls (~250 k executions)
     .venv/bin/python bench/query.py --calls 15000000     # the full-size run of DESIGN.md section 8
@@ -457,6 +459,25 @@ def tick(lance: LanceStore) -> dict[str, float]:
     return out
 
 
+def fold(lance: LanceStore) -> dict[str, float]:
+    """What the worker's committer does as rows arrive (activities/lance_committer.py): new rows
+    folded into the indexes that cover them, past its thresholds. Seconds per dataset."""
+    out = {}
+    for name in DATASETS:
+        started = time.perf_counter()
+        ds = lance.open(SCOPE, name)
+        if ds is not None:
+            fold_new_rows(ds, name, fold_thresholds(name))
+        out[name] = time.perf_counter() - started
+    return out
+
+
+def maintain(lance: LanceStore) -> dict[str, dict[str, float]]:
+    """The committer's folds over the appended rows, then a tick: seconds per dataset of each."""
+    folds = fold(lance)
+    return {"folds": folds, "tick": tick(lance)}
+
+
 def _print_tick(label: str, seconds: dict[str, float]) -> None:
     parts = ", ".join(f"{n} {s:.1f}" for n, s in seconds.items() if s >= 0.05)
     print(f"{label}: {sum(seconds.values()):.1f}s ({parts})")
@@ -471,8 +492,8 @@ def _pin_process(cpus: set[int]) -> None:
         os.sched_setaffinity(int(task.name), cpus)
 
 
-def _tick_in_own_process(work: Path) -> dict[str, float]:
-    """A tick run as a deployment runs it, in another process (a worker), pinned to CPU 1."""
+def _maintain_in_own_process(work: Path) -> dict[str, dict[str, float]]:
+    """Maintenance run as a deployment runs it, in another process (a worker), pinned to CPU 1."""
     done = subprocess.run(
         [sys.executable, __file__, "--work", str(work), "--tick-only"],
         check=True,
@@ -480,7 +501,7 @@ def _tick_in_own_process(work: Path) -> dict[str, float]:
         text=True,
         preexec_fn=lambda: os.sched_setaffinity(0, {1}),
     )
-    return cast(dict[str, float], json.loads(done.stdout.strip().splitlines()[-1]))
+    return cast(dict[str, dict[str, float]], json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def maintenance(
@@ -493,10 +514,11 @@ def maintenance(
     *,
     tick_process: bool = False,
 ) -> None:
-    """A tick on the corpus as built, then ``more`` executions appended and a tick while the
-    private classes run: tick times, and each class's latency and answer beside the tick. With
-    ``tick_process`` the queries run on CPU 0 throughout and the second tick in a process of its
-    own on CPU 1, as a coordinator and a worker run on different machines."""
+    """A tick on the corpus as built, then ``more`` executions appended, and the committer's folds
+    over them and a tick while the private classes run: their times, and each class's latency and
+    answer before, during and after. With ``tick_process`` the queries run on CPU 0 throughout and
+    the maintenance in a process of its own on CPU 1, as a coordinator and a worker run on
+    different machines."""
     store = facts.store
     if tick_process:
         _pin_process({0})
@@ -528,13 +550,6 @@ def maintenance(
         f"appended {len(rounds) * len(ids)} executions ({n_calls} calls) in "
         f"{time.perf_counter() - started:.1f}s"
     )
-    # What the worker's committer does as such rows arrive (activities/lance_committer.py).
-    started = time.perf_counter()
-    for name in DATASETS:
-        ds = lance.open(SCOPE, name)
-        if ds is not None:
-            fold_new_rows(ds, name, fold_thresholds(name))
-    print(f"the committer's index folds over them: {time.perf_counter() - started:.1f}s")
     sqls = {n: q for n, q in class_sql(params).items() if n in TICK_CLASSES}
     cache = DiskValueCache(work / "value-cache", 4 << 30)
 
@@ -543,9 +558,9 @@ def maintenance(
 
     before = runs(3)  # the new rows not indexed yet
     during: dict[str, list[Timed]] = {n: [] for n in sqls}
-    result: dict[str, float] = {}
+    result: dict[str, dict[str, float]] = {}
     worker = threading.Thread(
-        target=lambda: result.update(_tick_in_own_process(work) if tick_process else tick(lance))
+        target=lambda: result.update(_maintain_in_own_process(work) if tick_process else maintain(lance))
     )
     worker.start()
     while worker.is_alive():
@@ -553,7 +568,8 @@ def maintenance(
             during[n].append(run_class(q, facts, lance, cache))
     worker.join()
     after = runs(3)
-    _print_tick(f"tick after {len(rounds) * len(ids)} more executions", result)
+    _print_tick("the committer's index folds over them", result["folds"])
+    _print_tick(f"then a tick after {len(rounds) * len(ids)} more executions", result["tick"])
     print(f"{'class':<9}{'before':>9}{'during':>9}{'max':>9}{'after':>9}{'runs':>6}  answers (ms, p50)")
 
     def p50(ts: list[Timed]) -> float:
@@ -602,7 +618,7 @@ def main() -> None:
     parser.add_argument(
         "--tick-process",
         action="store_true",
-        help="with --maintenance: queries on CPU 0, the tick in a process of its own on CPU 1",
+        help="with --maintenance: queries on CPU 0, the folds and tick in a process of its own on CPU 1",
     )
     parser.add_argument("--tick-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--more-executions", type=int, default=100_000)
@@ -612,7 +628,7 @@ def main() -> None:
         work = args.work or Path(tmp)
         saved = work / "params.json"
         if args.tick_only:  # the worker's side of --maintenance --tick-process (no ClickHouse)
-            print(json.dumps(tick(LanceStore(root=work / "lance"))))
+            print(json.dumps(maintain(LanceStore(root=work / "lance"))))
             return
         if saved.exists():
             params = ClassParams(**json.loads(saved.read_text()))

@@ -238,7 +238,7 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
                 ev.commits[(m.group(1), m.group(2))] += 1
         elif "commit conflict, retrying against the newest version" in line:
             ev.outer_retries += 1
-        elif "maintenance skipped" in line:
+        elif "maintenance skipped" in line or "index fold skipped" in line:
             ev.maintenance_skipped += 1
         elif "projected executions=" in line:
             ev.activities += 1
@@ -869,7 +869,8 @@ def conflict_report(logs: Path) -> None:
         f"  commit attempts that lost a race and were rebased by Lance: {lost} "
         f"({lost / max(1, merges):.1%} of merge commits); data files rewritten by a re-run merge: "
         f"{total.files['delete data']} of {total.files['create data']} written; outer retries "
-        f"{total.outer_retries}; maintenance skipped after a lost race {total.maintenance_skipped}"
+        f"{total.outer_retries}; maintenance or index folds skipped after a lost race "
+        f"{total.maintenance_skipped}"
     )
 
 

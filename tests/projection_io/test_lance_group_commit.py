@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 from lance_rows import leaf_rows
 
+from activities import lance_committer
 from activities.lance_committer import LanceCommitter
 from api.dataplane.lance_store import DATASETS, LanceStore, MergeResult, dataset_schema
 from formats.object_keys import Scope
@@ -202,3 +203,44 @@ def test_query_indexes_wait_for_query_fold_rows_new_rows(tmp_path: Path) -> None
             assert rows <= 10, (column, kind, rows)
         else:  # every row since the tick (a zone map is not remapped by compaction: more)
             assert rows >= 40, (column, kind, rows)
+
+
+def test_a_query_index_fold_does_not_hold_the_datasets_commits(tmp_path: Path, monkeypatch: Any) -> None:
+    # An n-gram fold takes seconds: on the leader thread every caller of the dataset (and the
+    # ledger commits behind them) would wait for it. The fold runs on its own thread; rows that
+    # arrive meanwhile are folded by it before it ends.
+    store = LanceStore(root=tmp_path)
+    first = LanceCommitter(store, interval_s=0.0, max_fragments=2, retain_s=0.0)
+    for i in range(4):
+        first.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
+    first.close()
+    store.index_and_compact(SCOPE, "value_leaves_v1")  # the tick builds the query indexes
+    started, release = threading.Event(), threading.Event()
+    real = lance_committer.fold_new_rows
+
+    def held(ds: Any, dataset: str, min_rows: Any = None) -> int:
+        if min_rows and "string" in min_rows:  # a query-index fold, not the leader's lookup fold
+            started.set()
+            assert release.wait(60)
+        return real(ds, dataset, min_rows)
+
+    monkeypatch.setattr(lance_committer, "fold_new_rows", held)
+    committer = LanceCommitter(
+        store, interval_s=0.0, max_fragments=2, retain_s=0.0, query_fold_rows=1, ngram_fold_rows=1
+    )
+    for i in range(4, 7):
+        committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
+    assert started.wait(30)
+    # The fold is held: commits still go through, each returning once its rows are committed.
+    for i in range(7, 10):
+        committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
+    ds = store.open(SCOPE, "value_leaves_v1")
+    assert ds is not None and ds.count_rows() == 100
+    release.set()
+    committer.close()  # waits for the fold thread, which folds what came meanwhile
+    assert committer.stats.query_folds >= 2
+    leaves = store.open(SCOPE, "value_leaves_v1")
+    assert leaves is not None
+    for index in leaves.list_indices():
+        unindexed = leaves.stats.index_stats(index["name"])["num_unindexed_rows"]
+        assert unindexed <= 10, (index["fields"], unindexed)  # at most the newest commit's rows
