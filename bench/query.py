@@ -14,7 +14,8 @@ Cold is the first run of a class in this process; warm is p50 / p95 over ``--rep
 ``--maintenance`` times maintenance instead (docs/query.md): the committer's index folds over
 ``--more-executions`` appended executions, then an IndexAndCompact tick, while the private classes
 run; ``--tick-process`` runs that maintenance in a process of its own on one CPU and the queries
-on the other.
+on the other, ``--tick-process niced`` in a process of its own at nice 19 on both CPUs, as the
+queries are.
 
     .venv/bin/python bench/query.py                      # 1 M calls (~250 k executions)
     .venv/bin/python bench/query.py --calls 15000000     # the full-size run of DESIGN.md section 8
@@ -492,14 +493,23 @@ def _pin_process(cpus: set[int]) -> None:
         os.sched_setaffinity(int(task.name), cpus)
 
 
-def _maintain_in_own_process(work: Path) -> dict[str, dict[str, float]]:
-    """Maintenance run as a deployment runs it, in another process (a worker), pinned to CPU 1."""
+def _maintain_in_own_process(work: Path, how: str) -> dict[str, dict[str, float]]:
+    """Maintenance run as a deployment runs it, in another process (a worker): pinned to CPU 1
+    (``pinned``: a worker on a machine of its own), or at the lowest priority (``niced``: a worker
+    beside the coordinator, started with ``nice -n 19``)."""
+
+    def place() -> None:
+        if how == "pinned":
+            os.sched_setaffinity(0, {1})
+        else:
+            os.nice(19)
+
     done = subprocess.run(
         [sys.executable, __file__, "--work", str(work), "--tick-only"],
         check=True,
         capture_output=True,
         text=True,
-        preexec_fn=lambda: os.sched_setaffinity(0, {1}),
+        preexec_fn=place,
     )
     return cast(dict[str, dict[str, float]], json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -512,15 +522,16 @@ def maintenance(
     lance: LanceStore,
     params: ClassParams,
     *,
-    tick_process: bool = False,
+    tick_process: str | None = None,
 ) -> None:
     """A tick on the corpus as built, then ``more`` executions appended, and the committer's folds
     over them and a tick while the private classes run: their times, and each class's latency and
-    answer before, during and after. With ``tick_process`` the queries run on CPU 0 throughout and
-    the maintenance in a process of its own on CPU 1, as a coordinator and a worker run on
-    different machines."""
+    answer before, during and after. With ``tick_process`` the maintenance runs in a process of its
+    own: ``pinned``, the queries on CPU 0 throughout and the maintenance on CPU 1, as a coordinator
+    and a worker run on different machines; ``niced``, both on both CPUs, the maintenance at nice
+    19."""
     store = facts.store
-    if tick_process:
+    if tick_process == "pinned":
         _pin_process({0})
     _print_tick("tick on the corpus as built", tick(lance))
     profiles = work / "tick-profiles"
@@ -560,7 +571,9 @@ def maintenance(
     during: dict[str, list[Timed]] = {n: [] for n in sqls}
     result: dict[str, dict[str, float]] = {}
     worker = threading.Thread(
-        target=lambda: result.update(_maintain_in_own_process(work) if tick_process else maintain(lance))
+        target=lambda: result.update(
+            _maintain_in_own_process(work, tick_process) if tick_process else maintain(lance)
+        )
     )
     worker.start()
     while worker.is_alive():
@@ -607,8 +620,8 @@ def main() -> None:
     parser.add_argument(
         "--maintenance",
         action="store_true",
-        help="time IndexAndCompact ticks on the corpus under --work (as built, then after "
-        "--more-executions), with the private classes running during the second",
+        help="time maintenance on the corpus under --work (a tick as built; then the committer's "
+        "folds over --more-executions appended and a tick, with the private classes running)",
     )
     parser.add_argument(
         "--relayout",
@@ -617,8 +630,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--tick-process",
-        action="store_true",
-        help="with --maintenance: queries on CPU 0, the folds and tick in a process of its own on CPU 1",
+        nargs="?",
+        const="pinned",
+        choices=("pinned", "niced"),
+        help="with --maintenance: the folds and tick in a process of its own, pinned to CPU 1 with "
+        "the queries on CPU 0 (the default), or niced at 19 on both CPUs",
     )
     parser.add_argument("--tick-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--more-executions", type=int, default=100_000)
