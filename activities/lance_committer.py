@@ -26,9 +26,10 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   wait) by one fold thread per dataset, not by the leader: a fold takes seconds (an n-gram's at
   least), and on the leader every caller of the dataset, and every ledger commit behind them,
   would wait for it. A fold's index commit and the leader's appends and merges do not conflict
-  (Lance rebases one over the other); a compaction would, so the leader leaves the dataset
-  uncompacted while its fold runs. The thread folds until nothing is due, so rows that arrive
-  during a fold are folded by the same thread.
+  (Lance rebases one over the other); a compaction would, so the leader's upkeep of the dataset
+  waits while its fold runs, and the fold thread folds the lookup indexes too. It folds until no
+  commit came since its last look, so rows that arrive during a fold are folded by the same
+  thread.
 
 Several worker processes still commit to one dataset independently; Lance retries their
 conflicts against the newest version without rewriting fragments.
@@ -162,16 +163,20 @@ class LanceCommitter:
         due; then have the dataset's fold thread look at its query indexes."""
         if self._fragments.get(key, 0) <= self.max_fragments:
             return  # known from the commit itself: no dataset open after every commit
+        if self._folding(key):
+            # A compaction would make the fold's commit conflict: the upkeep waits for the first
+            # commit after the fold, and the fold looks again before it ends.
+            self._fold_soon(key)
+            return
         scope, dataset = key
         try:
             t0 = time.perf_counter()
             ds = self.store.open(scope, dataset)
             if ds is None:
                 return
-            if not self._folding(key):  # a compaction would make the fold's commit conflict
-                ds.optimize.compact_files()
-                ds = self.store.open(scope, dataset)
-                assert ds is not None
+            ds.optimize.compact_files()
+            ds = self.store.open(scope, dataset)
+            assert ds is not None
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
             # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
             # fragments (measured in bench/soak.py on a fresh stack).
@@ -203,24 +208,23 @@ class LanceCommitter:
 
     def _fold_soon(self, key: tuple[Scope, str]) -> None:
         """Have the dataset's fold thread look again, starting one if none runs."""
-        query = self._query_thresholds(key[1])
-        if not query:
-            return
+        dataset = key[1]
+        if not set(DATASETS[dataset].ngram) | set(DATASETS[dataset].query_indexed):
+            return  # no query index: the leader's upkeep folds the lookup indexes
+        # The lookup indexes too: the leader's upkeep leaves them while a fold runs.
+        thresholds = fold_thresholds(dataset, self.query_fold_rows, self.ngram_fold_rows)
         with self._stats_lock:
             self._fold_due.add(key)
             if key in self._folders:
                 return  # it looks again before it ends (_fold)
             # Not a daemon, for the leaders' reason (activities/group_commit.py).
-            folder = threading.Thread(target=self._fold, args=(key, query), name=f"lance-fold-{key[1]}")
+            folder = threading.Thread(target=self._fold, args=(key, thresholds), name=f"lance-fold-{dataset}")
             self._folders[key] = folder
             folder.start()
 
-    def _query_thresholds(self, dataset: str) -> dict[str, int]:
-        every = fold_thresholds(dataset, self.query_fold_rows, self.ngram_fold_rows)
-        return {column: rows for column, rows in every.items() if column not in DATASETS[dataset].lookup}
-
-    def _fold(self, key: tuple[Scope, str], query: dict[str, int]) -> None:
-        """Fold new rows into the query indexes until no commit has come since the last look."""
+    def _fold(self, key: tuple[Scope, str], thresholds: dict[str, int]) -> None:
+        """Fold new rows into the indexes past their thresholds until no commit has come since
+        the last look."""
         scope, dataset = key
         while True:
             with self._stats_lock:
@@ -231,7 +235,7 @@ class LanceCommitter:
             try:
                 t0 = time.perf_counter()
                 ds = self.store.open(scope, dataset)
-                if ds is not None and fold_new_rows(ds, dataset, query):
+                if ds is not None and fold_new_rows(ds, dataset, thresholds):
                     with self._stats_lock:
                         self.stats.query_folds += 1
                         self.stats.query_fold_s += time.perf_counter() - t0

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from lance_merge import DATASET, LEAVES_PER_EXECUTION, SCOPE, build, leaves  # noqa: E402
 
-from activities.lance_committer import LanceCommitter  # noqa: E402
+from activities.lance_committer import LanceCommitter, fold_thresholds  # noqa: E402
 from api.dataplane.lance_store import LanceStore, fold_new_rows  # noqa: E402
 from formats.object_keys import Scope  # noqa: E402
 
@@ -42,7 +42,8 @@ class FoldOnLeader(LanceCommitter):
     def _fold_soon(self, key: tuple[Scope, str]) -> None:
         t0 = time.perf_counter()
         ds = self.store.open(*key)
-        if ds is not None and fold_new_rows(ds, key[1], self._query_thresholds(key[1])):
+        thresholds = fold_thresholds(key[1], self.query_fold_rows, self.ngram_fold_rows)
+        if ds is not None and fold_new_rows(ds, key[1], thresholds):
             self.stats.query_folds += 1
             self.stats.query_fold_s += time.perf_counter() - t0
 
