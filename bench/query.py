@@ -473,10 +473,41 @@ def fold(lance: LanceStore) -> dict[str, float]:
     return out
 
 
-def maintain(lance: LanceStore) -> dict[str, dict[str, float]]:
-    """The committer's folds over the appended rows, then a tick: seconds per dataset of each."""
-    folds = fold(lance)
-    return {"folds": folds, "tick": tick(lance)}
+def base_private(
+    work: Path, lance: LanceStore, base_executions: int, profiles: Path
+) -> tuple[Base, dict[str, pa.Table]]:
+    """The base projected again (the same seed) and its private rows as the corpus holds them."""
+    shutil.rmtree(profiles, ignore_errors=True)
+    base = project_base(profiles, base_executions)
+    ids = base.execution_ids
+    private: dict[str, pa.Table] = {}
+    for name in PRIVATE_COPIED:
+        ds = lance.open(SCOPE, name)
+        if ds is None:
+            continue
+        column = "root_id" if name == LEDGER else "execution_id"
+        chunks = [
+            ds.to_table(filter=f"{column} IN ({', '.join(repr(i) for i in part)})")
+            for part in _groups(ids, 1000)
+        ]
+        private[name] = pa.concat_tables(chunks)
+    if private[LEDGER].num_rows != len(ids):
+        raise SystemExit(f"the corpus under {work} was not built from this base: rebuild it")
+    return base, private
+
+
+def stream(lance: LanceStore, private: dict[str, pa.Table], rounds: list[int], stride: int) -> dict[str, Any]:
+    """The worker's side of a stretch of production: each round's private rows appended, then the
+    committer's folds (past their thresholds), round after round; then a tick. Seconds of each."""
+    print(STREAMING, flush=True)
+    appended, folds = 0.0, dict.fromkeys(DATASETS, 0.0)
+    for r in rounds:
+        started = time.perf_counter()
+        append_private(lance, private, [r], stride)
+        appended += time.perf_counter() - started
+        for name, seconds in fold(lance).items():
+            folds[name] += seconds
+    return {"append_s": appended, "folds": folds, "tick": tick(lance)}
 
 
 def _print_tick(label: str, seconds: dict[str, float]) -> None:
@@ -493,10 +524,16 @@ def _pin_process(cpus: set[int]) -> None:
         os.sched_setaffinity(int(task.name), cpus)
 
 
-def _maintain_in_own_process(work: Path, how: str) -> dict[str, dict[str, float]]:
-    """Maintenance run as a deployment runs it, in another process (a worker): pinned to CPU 1
+STREAMING = "streaming"  # what the worker's side prints once set up, before its first round
+
+
+def _stream_in_own_process(
+    work: Path, how: str, rounds: list[int], stride: int, streaming: threading.Event
+) -> dict[str, Any]:
+    """:func:`stream` in another process, as a deployment runs a worker: pinned to CPU 1
     (``pinned``: a worker on a machine of its own), or at the lowest priority (``niced``: a worker
-    beside the coordinator, started with ``nice -n 19``)."""
+    beside the coordinator, started with ``nice -n 19``). ``streaming`` is set once its set-up
+    (the base projected again) is done."""
 
     def place() -> None:
         if how == "pinned":
@@ -504,14 +541,17 @@ def _maintain_in_own_process(work: Path, how: str) -> dict[str, dict[str, float]
         else:
             os.nice(19)
 
-    done = subprocess.run(
-        [sys.executable, __file__, "--work", str(work), "--tick-only"],
-        check=True,
-        capture_output=True,
-        text=True,
-        preexec_fn=place,
-    )
-    return cast(dict[str, dict[str, float]], json.loads(done.stdout.strip().splitlines()[-1]))
+    command = [sys.executable, __file__, "--work", str(work), "--stream-only", f"{rounds[0]},{len(rounds)}"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=place) as child:
+        assert child.stdout is not None
+        lines = []
+        for line in child.stdout:
+            if line.strip() == STREAMING:
+                streaming.set()
+            lines.append(line)
+    if child.returncode:
+        raise SystemExit(f"the worker's side failed ({child.returncode})")
+    return cast(dict[str, Any], json.loads(lines[-1]))
 
 
 def maintenance(
@@ -524,65 +564,64 @@ def maintenance(
     *,
     tick_process: str | None = None,
 ) -> None:
-    """A tick on the corpus as built, then ``more`` executions appended, and the committer's folds
-    over them and a tick while the private classes run: their times, and each class's latency and
-    answer before, during and after. With ``tick_process`` the maintenance runs in a process of its
-    own: ``pinned``, the queries on CPU 0 throughout and the maintenance on CPU 1, as a coordinator
-    and a worker run on different machines; ``niced``, both on both CPUs, the maintenance at nice
-    19."""
+    """Maintenance beside the queries, in the shape production has: a tick on the corpus as built;
+    then ``more`` executions' private rows arrive in rounds of the base's size (2,500 executions,
+    about 125 k leaf rows: the committer's fold threshold), each round appended and folded as the
+    worker's committer does, and a tick after the last, while the private classes run. Prints the
+    times, and each class's latency and answer before, during and after. The public rows of those
+    executions are ingested after the quiet runs that follow, so the classes' answers, which start
+    from the public candidates, stay those of the corpus before: an answer that changes is
+    maintenance's doing.
+
+    With ``tick_process`` the worker's side runs in a process of its own: ``pinned``, the queries
+    on CPU 0 throughout and the worker on CPU 1, as a coordinator and a worker run on different
+    machines; ``niced``, both on both CPUs, the worker at nice 19. Without, in a thread of this
+    process."""
     store = facts.store
     if tick_process == "pinned":
         _pin_process({0})
     _print_tick("tick on the corpus as built", tick(lance))
-    profiles = work / "tick-profiles"
-    shutil.rmtree(profiles, ignore_errors=True)
-    base = project_base(profiles, base_executions)  # the same seed: the base the corpus holds
-    ids = base.execution_ids
-    private: dict[str, pa.Table] = {}
-    for name in PRIVATE_COPIED:
-        ds = lance.open(SCOPE, name)
-        if ds is None:
-            continue
-        column = "root_id" if name == LEDGER else "execution_id"
-        chunks = [
-            ds.to_table(filter=f"{column} IN ({', '.join(repr(i) for i in part)})")
-            for part in _groups(ids, 1000)
-        ]
-        private[name] = pa.concat_tables(chunks)
-    if private[LEDGER].num_rows != len(ids):
-        raise SystemExit(f"the corpus under {work} was not built from this base: rebuild it")
+    base, private = base_private(work, lance, base_executions, work / "tick-profiles")
+    n_base = len(base.execution_ids)
     stride, replicas = _load_layout(work)
-    rounds = list(range(replicas, replicas + max(1, round(more / len(ids)))))
-    started = time.perf_counter()
-    append_private(lance, private, rounds, stride)
-    n_calls = ingest_public(store, base, rounds, stride)
-    _save_layout(work, stride, rounds[-1] + 1)
-    print(
-        f"appended {len(rounds) * len(ids)} executions ({n_calls} calls) in "
-        f"{time.perf_counter() - started:.1f}s"
-    )
+    rounds = list(range(replicas, replicas + max(1, round(more / n_base))))
     sqls = {n: q for n, q in class_sql(params).items() if n in TICK_CLASSES}
     cache = DiskValueCache(work / "value-cache", 4 << 30)
 
     def runs(k: int) -> dict[str, list[Timed]]:
         return {n: [run_class(q, facts, lance, cache) for _ in range(k)] for n, q in sqls.items()}
 
-    before = runs(3)  # the new rows not indexed yet
+    before = runs(3)
     during: dict[str, list[Timed]] = {n: [] for n in sqls}
-    result: dict[str, dict[str, float]] = {}
+    result: dict[str, Any] = {}
+    streaming = threading.Event()
     worker = threading.Thread(
         target=lambda: result.update(
-            _maintain_in_own_process(work, tick_process) if tick_process else maintain(lance)
+            _stream_in_own_process(work, tick_process, rounds, stride, streaming)
+            if tick_process
+            else stream(lance, private, rounds, stride)
         )
     )
+    if not tick_process:
+        streaming.set()
     worker.start()
     while worker.is_alive():
         for n, q in sqls.items():
-            during[n].append(run_class(q, facts, lance, cache))
+            run = run_class(q, facts, lance, cache)
+            if streaming.is_set():  # not while the worker's process is still setting up
+                during[n].append(run)
     worker.join()
     after = runs(3)
-    _print_tick("the committer's index folds over them", result["folds"])
-    _print_tick(f"then a tick after {len(rounds) * len(ids)} more executions", result["tick"])
+    started = time.perf_counter()
+    n_calls = ingest_public(store, base, rounds, stride)
+    _save_layout(work, stride, rounds[-1] + 1)
+    print(
+        f"{len(rounds) * n_base} executions' private rows appended in {len(rounds)} rounds"
+        f" ({result['append_s']:.1f}s), their {n_calls} calls ingested after"
+        f" ({time.perf_counter() - started:.1f}s)"
+    )
+    _print_tick("the committer's folds after each round", result["folds"])
+    _print_tick("then a tick", result["tick"])
     print(f"{'class':<9}{'before':>9}{'during':>9}{'max':>9}{'after':>9}{'runs':>6}  answers (ms, p50)")
 
     def p50(ts: list[Timed]) -> float:
@@ -636,15 +675,21 @@ def main() -> None:
         help="with --maintenance: the folds and tick in a process of its own, pinned to CPU 1 with "
         "the queries on CPU 0 (the default), or niced at 19 on both CPUs",
     )
-    parser.add_argument("--tick-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stream-only", help=argparse.SUPPRESS)  # "first,count" rounds
     parser.add_argument("--more-executions", type=int, default=100_000)
     parser.add_argument("--days", type=int, default=30, help="the time the corpus spans (the seed's 30 days)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-query-") as tmp:
         work = args.work or Path(tmp)
         saved = work / "params.json"
-        if args.tick_only:  # the worker's side of --maintenance --tick-process (no ClickHouse)
-            print(json.dumps(maintain(LanceStore(root=work / "lance"))))
+        if args.stream_only:  # the worker's side of --maintenance --tick-process (no ClickHouse)
+            first_round, n_rounds = (int(x) for x in args.stream_only.split(","))
+            lance = LanceStore(root=work / "lance")
+            _, private = base_private(work, lance, args.base_executions, work / "stream-profiles")
+            stride, _ = _load_layout(work)
+            print(
+                json.dumps(stream(lance, private, list(range(first_round, first_round + n_rounds)), stride))
+            )
             return
         if saved.exists():
             params = ClassParams(**json.loads(saved.read_text()))
