@@ -499,7 +499,6 @@ def base_private(
 def stream(lance: LanceStore, private: dict[str, pa.Table], rounds: list[int], stride: int) -> dict[str, Any]:
     """The worker's side of a stretch of production: each round's private rows appended, then the
     committer's folds (past their thresholds), round after round; then a tick. Seconds of each."""
-    print(STREAMING, flush=True)
     appended, folds = 0.0, dict.fromkeys(DATASETS, 0.0)
     for r in rounds:
         started = time.perf_counter()
@@ -687,6 +686,7 @@ def main() -> None:
             lance = LanceStore(root=work / "lance")
             _, private = base_private(work, lance, args.base_executions, work / "stream-profiles")
             stride, _ = _load_layout(work)
+            print(STREAMING, flush=True)
             print(
                 json.dumps(stream(lance, private, list(range(first_round, first_round + n_rounds)), stride))
             )
