@@ -12,12 +12,16 @@ thresholds at ``--fold-rows`` so folds happen every few commits. Both ways in th
 on its own copy of the dataset: the fold on the leader (the committer before) and beside the
 commits (now). Prints the callers' wait per merge (p50, p95, max), merges done and folds run.
 
-    .venv/bin/python bench/committer_folds.py [--rows 1000000] [--seconds 60] [--fold-rows 20000]
+With ``--moto`` each copy is a bucket on moto (the embedded stack's S3, in a process of its own),
+where a fold costs what it costs against S3: seconds.
+
+    .venv/bin/python bench/committer_folds.py [--rows 1000000] [--seconds 60] [--fold-rows 10000] [--moto]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import sys
@@ -29,7 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lance_merge import DATASET, LEAVES_PER_EXECUTION, SCOPE, build, leaves  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
+
+import conftest as fx  # noqa: E402
+from lance_merge import DATASET, LEAVES_PER_EXECUTION, SCOPE, build, fill, leaves  # noqa: E402
 
 from activities.lance_committer import LanceCommitter, fold_thresholds  # noqa: E402
 from api.dataplane.lance_store import LanceStore, fold_new_rows  # noqa: E402
@@ -83,25 +90,42 @@ def main() -> None:
     ap.add_argument("--leaves", type=int, default=5 * LEAVES_PER_EXECUTION, help="rows per merge")
     ap.add_argument("--pause-s", type=float, default=0.2)
     ap.add_argument("--fold-rows", type=int, default=10_000, help="query and n-gram fold thresholds")
+    ap.add_argument("--moto", action="store_true", help="each copy in a bucket on moto, not on local disk")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-committer-folds-") as tmp:
+    ways = (("on the leader", FoldOnLeader), ("beside commits", LanceCommitter))
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-committer-folds-"))
         t0 = time.perf_counter()
-        base = Path(tmp) / "base"
-        store = build(base, args.rows)
-        store.index_and_compact(SCOPE, DATASET)  # the tick's query indexes
-        print(f"{DATASET}: {args.rows} rows and the tick's indexes in {time.perf_counter() - t0:.1f}s")
+        if args.moto:
+            port = fx.free_port()
+            moto = fx.start_moto_process(port)
+            stack.callback(moto.terminate)
+            endpoint = fx.Moto(f"http://127.0.0.1:{port}")
+            stores = {}
+            for _, kind in ways:  # each way its own copy, built the same way
+                bucket = f"bench-{kind.__name__.lower()}"
+                endpoint.client("s3").create_bucket(Bucket=bucket)
+                stores[kind] = fill(fx.make_lance(endpoint, bucket), args.rows)
+                stores[kind].index_and_compact(SCOPE, DATASET)
+        else:
+            base = Path(tmp) / "base"
+            build(base, args.rows).index_and_compact(SCOPE, DATASET)  # the tick's query indexes
+            for _, kind in ways:
+                shutil.copytree(base, Path(tmp) / kind.__name__)
+            stores = {kind: LanceStore(root=Path(tmp) / kind.__name__) for _, kind in ways}
+        where = "on moto" if args.moto else "on local disk"
+        print(
+            f"{DATASET} {where}: {args.rows} rows and the tick's indexes, each way,"
+            f" in {time.perf_counter() - t0:.1f}s"
+        )
         print(
             f"{args.writers} writers, {args.leaves} rows per merge, a pause of {args.pause_s}s between,"
             f" {args.seconds:.0f}s each way; folds once {args.fold_rows} rows wait"
         )
         head = ("merges", "wait p50", "p95", "max", "folds", "fold s")
         print(f"{'folds run':<18}" + "".join(f"{h:>10}" for h in head))
-        for label, kind in (("on the leader", FoldOnLeader), ("beside commits", LanceCommitter)):
-            root = Path(tmp) / kind.__name__
-            shutil.copytree(base, root)
-            committer = kind(
-                LanceStore(root=root), query_fold_rows=args.fold_rows, ngram_fold_rows=args.fold_rows
-            )
+        for label, kind in ways:
+            committer = kind(stores[kind], query_fold_rows=args.fold_rows, ngram_fold_rows=args.fold_rows)
             waits = sorted(run(committer, args.rows, args))
             stats = committer.stats
             p95 = waits[int(0.95 * (len(waits) - 1))]

@@ -56,7 +56,11 @@ def leaves(first: int, n: int, execution_base: int = 0) -> pa.Table:
 
 
 def build(root: Path, size: int) -> LanceStore:
-    store = LanceStore(root=root)
+    return fill(LanceStore(root=root), size)
+
+
+def fill(store: LanceStore, size: int) -> LanceStore:
+    """``size`` leaf rows in the store's dataset, compacted, with the committer's lookup index."""
     for start in range(0, size, LOAD_CHUNK):
         store.append_new(SCOPE, DATASET, leaves(start, min(LOAD_CHUNK, size - start)))
     ds = store.open(SCOPE, DATASET)
