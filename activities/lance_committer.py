@@ -95,8 +95,8 @@ class CommitStats:
     callers: int = 0
     compactions: int = 0  # each with its lookup-index folding and version cleanup
     maintenance_s: float = 0.0
-    query_folds: int = 0  # fold rounds of the query indexes, on the fold threads
-    query_fold_s: float = 0.0
+    folds: int = 0  # rounds of the fold threads that folded an index (query or lookup)
+    fold_s: float = 0.0
     by_dataset: dict[str, int] = field(default_factory=dict)
 
 
@@ -117,11 +117,11 @@ class LanceCommitter:
         self.max_fragments = max_fragments
         self.retain_s = retain_s
         self.stats = CommitStats()
-        self._stats_lock = threading.Lock()
+        self._lock = threading.Lock()
         # Fragments of each dataset's newest commit by this process: whether maintenance is due.
         self._fragments: dict[tuple[Scope, str], int] = {}
-        # Each dataset's query-index fold thread while it runs, and whether a commit since its
-        # last look may have made a fold due (both under _stats_lock).
+        # Each dataset's fold thread while it runs, and whether a commit since its last look may
+        # have made a fold due (both, and the stats, under _lock).
         self._folders: dict[tuple[Scope, str], threading.Thread] = {}
         self._fold_due: set[tuple[Scope, str]] = set()
         self._group: GroupCommit[tuple[Scope, str], pa.Table, MergeResult] = GroupCommit(
@@ -140,7 +140,7 @@ class LanceCommitter:
     def close(self) -> None:
         """Wait for the commits (and their upkeep and index folds) in progress."""
         self._group.close()
-        with self._stats_lock:
+        with self._lock:
             folders = list(self._folders.values())
         for folder in folders:
             folder.join()
@@ -151,7 +151,7 @@ class LanceCommitter:
         parts = [t.select(schema.names).cast(schema) for t in tables]
         result = self.store.merge(scope, dataset, pa.concat_tables(parts))
         self._fragments[key] = result.fragments
-        with self._stats_lock:
+        with self._lock:
             self.stats.commits += 1
             self.stats.callers += len(tables)
             self.stats.rows += sum(t.num_rows for t in tables)
@@ -188,7 +188,7 @@ class LanceCommitter:
             ds.cleanup_old_versions(
                 older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
             )
-            with self._stats_lock:
+            with self._lock:
                 self.stats.compactions += 1
                 self.stats.maintenance_s += time.perf_counter() - t0
         except Exception as exc:
@@ -203,7 +203,7 @@ class LanceCommitter:
         self._fold_soon(key)
 
     def _folding(self, key: tuple[Scope, str]) -> bool:
-        with self._stats_lock:
+        with self._lock:
             return key in self._folders
 
     def _fold_soon(self, key: tuple[Scope, str]) -> None:
@@ -213,7 +213,7 @@ class LanceCommitter:
             return  # no query index: the leader's upkeep folds the lookup indexes
         # The lookup indexes too: the leader's upkeep leaves them while a fold runs.
         thresholds = fold_thresholds(dataset, self.query_fold_rows, self.ngram_fold_rows)
-        with self._stats_lock:
+        with self._lock:
             self._fold_due.add(key)
             if key in self._folders:
                 return  # it looks again before it ends (_fold)
@@ -227,7 +227,7 @@ class LanceCommitter:
         the last look."""
         scope, dataset = key
         while True:
-            with self._stats_lock:
+            with self._lock:
                 if key not in self._fold_due:
                     del self._folders[key]
                     return
@@ -236,9 +236,9 @@ class LanceCommitter:
                 t0 = time.perf_counter()
                 ds = self.store.open(scope, dataset)
                 if ds is not None and fold_new_rows(ds, dataset, thresholds):
-                    with self._stats_lock:
-                        self.stats.query_folds += 1
-                        self.stats.query_fold_s += time.perf_counter() - t0
+                    with self._lock:
+                        self.stats.folds += 1
+                        self.stats.fold_s += time.perf_counter() - t0
             except Exception as exc:
                 # Lost to another process's compaction, usually: the rows wait for the next look.
                 log.info("lance %s index fold skipped (%s), due again later", dataset, type(exc).__name__)

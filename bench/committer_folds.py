@@ -51,8 +51,8 @@ class FoldOnLeader(LanceCommitter):
         ds = self.store.open(*key)
         thresholds = fold_thresholds(key[1], self.query_fold_rows, self.ngram_fold_rows)
         if ds is not None and fold_new_rows(ds, key[1], thresholds):
-            self.stats.query_folds += 1
-            self.stats.query_fold_s += time.perf_counter() - t0
+            self.stats.folds += 1
+            self.stats.fold_s += time.perf_counter() - t0
 
 
 def run(committer: LanceCommitter, first_row: int, args: argparse.Namespace) -> list[float]:
@@ -131,7 +131,7 @@ def main() -> None:
             p95 = waits[int(0.95 * (len(waits) - 1))]
             print(
                 f"{label:<18}{len(waits):>10}{statistics.median(waits):>10.2f}{p95:>10.2f}"
-                f"{waits[-1]:>10.2f}{stats.query_folds:>10}{stats.query_fold_s:>10.1f}"
+                f"{waits[-1]:>10.2f}{stats.folds:>10}{stats.fold_s:>10.1f}"
             )
 
 

@@ -114,10 +114,11 @@ def _children_cpu() -> dict[str, float]:
     return out
 
 
-def _threads_cpu() -> Counter[str]:
+def _threads_cpu() -> dict[str, float]:
     """CPU seconds used so far by this process's live threads, by OS thread name (Python's
-    threads all carry the interpreter's name; Lance's Rust pools name theirs)."""
-    out: Counter[str] = Counter()
+    threads all carry the interpreter's name; Lance's Rust pools name theirs). A thread that has
+    ended is not counted: the difference of two readings leaves out threads that ended between."""
+    out: dict[str, float] = defaultdict(float)
     tick = os.sysconf("SC_CLK_TCK")
     for task in Path("/proc/self/task").iterdir():
         with contextlib.suppress(OSError):  # a thread may end while we look
@@ -303,8 +304,7 @@ def main() -> None:
         total = time.perf_counter() - t0
         cpu = time.process_time() - c0
         kids = {k: v - kids0.get(k, 0.0) for k, v in _children_cpu().items()}
-        threads = _threads_cpu()
-        threads.subtract(threads0)
+        threads = {k: v - threads0.get(k, 0.0) for k, v in _threads_cpu().items()}
         n = sum(outcomes.values())
         t.unwrap()
 
@@ -358,10 +358,10 @@ def main() -> None:
             f" other threads (Lance, committer, S3 pool, sink) {1000 * (cpu - activity_cpu) / max(1, n):.2f}"
         )
         print(
-            "  the worker's threads by name (Python's together): "
+            "  the worker's live threads by name (Python's together): "
             + ", ".join(
                 f"{k} {1000 * v / max(1, n):.2f}"
-                for k, v in threads.most_common()
+                for k, v in sorted(threads.items(), key=lambda kv: -kv[1])
                 if v * 1000 / max(1, n) >= 0.01
             )
             + " ms/execution"
@@ -370,7 +370,7 @@ def main() -> None:
         print(
             f"  Lance committer: {cs.commits} commits, {cs.compactions} upkeep rounds (compaction and"
             f" lookup-index folds) taking {cs.maintenance_s:.1f} s of its threads' wall time,"
-            f" {cs.query_folds} query-index folds beside the commits taking {cs.query_fold_s:.1f} s"
+            f" {cs.folds} index folds beside the commits taking {cs.fold_s:.1f} s"
         )
         print(
             "  CPU of the other processes in the same window: "

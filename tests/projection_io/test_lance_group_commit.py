@@ -238,7 +238,7 @@ def test_a_query_index_fold_does_not_hold_the_datasets_commits(tmp_path: Path, m
     assert ds is not None and ds.count_rows() == 100
     release.set()
     committer.close()  # waits for the fold thread, which folds what came meanwhile
-    assert committer.stats.query_folds >= 2
+    assert committer.stats.folds >= 2
     leaves = store.open(SCOPE, "value_leaves_v1")
     assert leaves is not None
     for index in leaves.list_indices():
