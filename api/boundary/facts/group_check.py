@@ -42,7 +42,7 @@ class GroupChecked:
 
 @dataclass
 class GroupResult:
-    table: pa.Table | None  # every passing batch's rows, catalog schema, one chunk per message
+    table: pa.Table | None  # every passing batch's rows, catalog schema, one chunk
     checked: list[GroupChecked]
     rejected: dict[int, BatchRejected]
 
@@ -159,7 +159,9 @@ def check_group(group: DecodedGroup, candidates: Sequence[int], scope: BatchScop
         return GroupResult(None, [], rejected)
 
     def rows_of(batches: list[tuple[int, list[pa.RecordBatch]]]) -> tuple[pa.Table, list[int]]:
-        table = pa.Table.from_batches([rb for _, rbs in batches for rb in rbs], schema)
+        # One chunk, not one per message: every check below runs once over the group instead of
+        # once per batch's chunk, and chdb's insert (which costs per chunk) gets it as it is.
+        table = pa.Table.from_batches([rb for _, rbs in batches for rb in rbs], schema).combine_chunks()
         return table, [sum(rb.num_rows for rb in rbs) for _, rbs in batches]
 
     raw, counts = rows_of(per_batch)
