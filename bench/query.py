@@ -11,11 +11,11 @@ bare Lance. ``ratio`` = coordinator / raw (target < 1.5x). Q10 also runs with a 
 Q11 and Q12 with windows holding 10 k and 100 k candidate calls.
 
 Cold is the first run of a class in this process; warm is p50 / p95 over ``--repeats`` more runs.
-``--maintenance`` times maintenance instead (docs/query.md): the committer's index folds over
-``--more-executions`` appended executions, then an IndexAndCompact tick, while the private classes
-run; ``--tick-process`` runs that maintenance in a process of its own on one CPU and the queries
-on the other, ``--tick-process niced`` in a process of its own at nice 19 on both CPUs, as the
-queries are.
+``--maintenance`` times maintenance instead (docs/query.md): ``--more-executions`` executions'
+private rows arriving in rounds, each folded as the worker's committer does, then an
+IndexAndCompact tick, while the private classes run; ``--tick-process`` runs that worker's side in
+a process of its own on one CPU and the queries on the other, ``--tick-process niced`` in a
+process of its own at nice 19 on both CPUs, as the queries are.
 
     .venv/bin/python bench/query.py                      # 1 M calls (~250 k executions)
     .venv/bin/python bench/query.py --calls 15000000     # the full-size run of DESIGN.md section 8
