@@ -209,10 +209,10 @@ class LanceCommitter:
     def _fold_soon(self, key: tuple[Scope, str]) -> None:
         """Have the dataset's fold thread look again, starting one if none runs."""
         dataset = key[1]
-        if not set(DATASETS[dataset].ngram) | set(DATASETS[dataset].query_indexed):
-            return  # no query index: the leader's upkeep folds the lookup indexes
         # The lookup indexes too: the leader's upkeep leaves them while a fold runs.
         thresholds = fold_thresholds(dataset, self.query_fold_rows, self.ngram_fold_rows)
+        if set(thresholds) <= set(DATASETS[dataset].lookup):
+            return  # no query index: the leader's upkeep folds the lookup indexes
         with self._lock:
             self._fold_due.add(key)
             if key in self._folders:

@@ -527,12 +527,12 @@ STREAMING = "streaming"  # what the worker's side prints once set up, before its
 
 
 def _stream_in_own_process(
-    work: Path, how: str, rounds: list[int], stride: int, streaming: threading.Event
+    work: Path, how: str, rounds: list[int], streaming: threading.Event
 ) -> dict[str, Any]:
     """:func:`stream` in another process, as a deployment runs a worker: pinned to CPU 1
     (``pinned``: a worker on a machine of its own), or at the lowest priority (``niced``: a worker
-    beside the coordinator, started with ``nice -n 19``). ``streaming`` is set once its set-up
-    (the base projected again) is done."""
+    beside the coordinator, started with ``nice -n 19``). The process reads the corpus's stride
+    itself; ``streaming`` is set once its set-up (the base projected again) is done."""
 
     def place() -> None:
         if how == "pinned":
@@ -596,7 +596,7 @@ def maintenance(
     streaming = threading.Event()
     worker = threading.Thread(
         target=lambda: result.update(
-            _stream_in_own_process(work, tick_process, rounds, stride, streaming)
+            _stream_in_own_process(work, tick_process, rounds, streaming)
             if tick_process
             else stream(lance, private, rounds, stride)
         )
