@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import importlib.util
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -166,6 +167,97 @@ def main(n: int) -> None:
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _old_registry(database: str) -> str:
+    """The registry as it was before 2026-12-03 (8,192-row granules, the whole sort key as the
+    primary index): the baseline of ``--registry-growth``, not live code."""
+    current = ddl.create_registry(database)
+    return current[: current.index(" PRIMARY KEY")]
+
+
+def _registry_rows(scope: BatchScope, start: int, n: int) -> pa.Table:
+    """``n`` batches' claim and visible rows, as the store writes them (two rows per batch)."""
+    ids = [catalog.deterministic_row_id("grow", str(i)) for i in range(start, start + n)]
+    rows = 2 * n
+    return pa.table(
+        {
+            "tenant_id": [scope.tenant_id] * rows,
+            "project_id": [scope.project_id] * rows,
+            "environment_id": [scope.environment_id] * rows,
+            "generation": pa.array([scope.generation] * rows, pa.uint64()),
+            "batch_id": ids + ids,
+            "kind": ["claim"] * n + ["visible"] * n,
+            "relation": ["calls_v1"] * rows,
+            "catalog_version": pa.array([1] * rows, pa.uint32()),
+            "root_id": ids + ids,
+            "content_digest": ["sha256:" + "0" * 64] * rows,
+            "rows": pa.array([ROWS] * rows, pa.uint64()),
+            "inserted_at": pa.array([0] * rows, pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
+    """A flush's cost as the registry grows: the store with today's registry against the same
+    store with the old one, in the same run on one chdb. At each size (registry rows, two per
+    batch) the registry is grown with rows as the store writes them, then ``flushes`` flushes of
+    ``flush_batches`` fresh batches each are ingested; prints the median wall and CPU per flush
+    and the flush's registry read alone."""
+    path = Path(tempfile.mkdtemp(prefix="bench_registry_"))
+    client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+    stores = {"old": FactStore(client, database="reg_old"), "new": FactStore(client, database="reg_new")}
+    for name, store in stores.items():
+        store.ensure_schema()
+        if name == "old":
+            client.command(f"DROP TABLE {store.database}.{ddl.REGISTRY_TABLE}")
+            client.command(_old_registry(store.database))
+    scope = BatchScope("gt", "gp", "ge", 1)
+    reads: dict[str, list[float]] = {}
+    for name, store in stores.items():
+        registry = store._registry
+
+        def timed(*a: Any, _name: str = name, _fn: Any = registry) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a)
+            finally:
+                reads.setdefault(_name, []).append(time.perf_counter() - t0)
+
+        store._registry = timed  # type: ignore[method-assign]
+    print(
+        f"flushes of {flush_batches} batches ({ROWS} calls_v1 rows each), median of {flushes}; chdb at {path}"
+    )
+    print(
+        f"{'registry rows':>13} {'layout':>6} {'flush wall ms':>14} {'flush CPU ms':>13}"
+        f" {'registry read ms':>17}"
+    )
+    grown, fresh = 0, 10**9
+    for size in sizes:
+        while grown * 2 < size:
+            n = min(250_000, size // 2 - grown)
+            table = _registry_rows(scope, grown, n)
+            for store in stores.values():
+                client.insert_arrow(ddl.REGISTRY_TABLE, table, database=store.database)
+            grown += n
+        for store in stores.values():  # as merges leave a registry that has had time
+            client.command(f"OPTIMIZE TABLE {store.database}.{ddl.REGISTRY_TABLE} FINAL")
+        for name, store in stores.items():
+            walls, cpus = [], []
+            reads[name] = []
+            for _ in range(flushes):
+                items = [_batch(scope, fresh + i) for i in range(flush_batches)]
+                fresh += flush_batches
+                w0, c0 = time.perf_counter(), time.process_time()
+                results = store.ingest_many(items)
+                walls.append(time.perf_counter() - w0)
+                cpus.append(time.process_time() - c0)
+                assert not any(isinstance(r, BatchRejected) for r in results)
+            print(
+                f"{grown * 2:13d} {name:>6} {1000 * statistics.median(walls):14.1f}"
+                f" {1000 * statistics.median(cpus):13.1f} {1000 * statistics.median(reads[name]):17.1f}",
+                flush=True,
+            )
+
+
 def _proc_cpu(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
@@ -186,9 +278,10 @@ class _Capture:
 
     def __init__(self) -> None:
         self.sets: list[list[Any]] = []
+        self.active = 1
 
     def active_generation(self, environment_id: str) -> int:
-        return 1
+        return self.active
 
     def put_batch(self, scope: Any, batch: Any) -> None:
         self.sets.append([batch])
@@ -206,30 +299,27 @@ def _load(name: str, path: Path) -> Any:
     return module
 
 
-def wire(executions: int, meta_per_request: int) -> None:
+def _worker_sets(
+    tmp: Path, scope: Any, executions: int, meta_per_request: int, generations: list[int]
+) -> tuple[dict[int, list[list[Any]]], int]:
+    """The worker's real batch sets per generation: a synthetic profile of executions of 10 spans
+    projected by the activities (moto for S3, no Boundary), captured at the sink and grouped
+    ``meta_per_request`` meta objects per set. Also returns the number of meta objects."""
     sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
     fx = _load("projection_io_conftest", ROOT / "tests" / "projection_io" / "conftest.py")
     from bucket_corpus import build_objects, upload
     from moto.server import ThreadedMotoServer
 
-    from activities.fact_sink import BoundaryFactSink
     from activities.projection_activities import ProjectionActivities
     from activities.settings import ProjectionSettings
     from formats.contracts import projection as c
     from formats.synth.config import SynthConfig
     from formats.synth.generator import synthesize
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench_wire_"))
-    factory = fx.pytest.TempPathFactory(
-        tmp, retention_count=1, retention_policy="none", trace=lambda *a: None, _ispytest=True
-    )
-    gen = fx.boundary.__wrapped__(factory)
-    boundary = next(gen)
     port = fx.free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     moto.start()
     try:
-        # The worker's real batches: project a synthetic profile with a capturing sink.
         m = fx.Moto(f"http://127.0.0.1:{port}")
         s3 = m.client("s3")
         s3.create_bucket(Bucket="bench-wire")
@@ -237,7 +327,7 @@ def wire(executions: int, meta_per_request: int) -> None:
             seed=7, executions=executions, llm_calls=(7, 7), selected_calls=(2, 2), rate_per_second=200
         )
         synthesize(tmp / "profile", cfg)
-        up = build_objects(tmp / "profile", boundary.scope)
+        up = build_objects(tmp / "profile", scope)
         upload(s3, "bench-wire", up)
         capture = _Capture()
         acts = ProjectionActivities(
@@ -246,14 +336,14 @@ def wire(executions: int, meta_per_request: int) -> None:
             lance=fx.make_lance(m, "bench-wire"),
             sink=capture,
             settings=ProjectionSettings(),
-            tenant_id=boundary.scope.tenant_id,
+            tenant_id=scope.tenant_id,
         )
         for k in up.pack_keys:
             acts.ingest_pack(c.IngestPackInput(k))
         acts._commit_lance = lambda *a, **kw: 0  # type: ignore[method-assign]
         by_gen: dict[int, list[list[Any]]] = {}
-        for generation in (1, 2):
-            capture.sets = []
+        for generation in generations:
+            capture.sets, capture.active = [], generation
             for k in up.meta_keys:
                 acts.project_meta_object(c.ProjectMetaInput(k, generation))
             by_gen[generation] = [
@@ -261,6 +351,28 @@ def wire(executions: int, meta_per_request: int) -> None:
                 for i in range(0, len(capture.sets), meta_per_request)
             ]
         acts.close()
+        return by_gen, len(up.meta_keys)
+    finally:
+        moto.stop()
+
+
+def _calls(batches: list[Any]) -> int:
+    """Executions in a set: one ``calls_v1`` batch per execution."""
+    return sum(1 for b in batches if b.header.relation == "calls_v1")
+
+
+def wire(executions: int, meta_per_request: int) -> None:
+    fx = _load("projection_io_conftest", ROOT / "tests" / "projection_io" / "conftest.py")
+    from activities.fact_sink import BoundaryFactSink
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_wire_"))
+    factory = fx.pytest.TempPathFactory(
+        tmp, retention_count=1, retention_policy="none", trace=lambda *a: None, _ispytest=True
+    )
+    gen = fx.boundary.__wrapped__(factory)
+    boundary = next(gen)
+    try:
+        by_gen, n_meta = _worker_sets(tmp, boundary.scope, executions, meta_per_request, [1, 2])
 
         from api.dataplane.boundary_client import BoundaryClient
 
@@ -296,11 +408,11 @@ def wire(executions: int, meta_per_request: int) -> None:
                 sender[encoding] += time.process_time() - s0
                 if errors:
                     raise errors[0]
-                sent[encoding] += sum(1 for b in batches if b.header.relation == "calls_v1")
+                sent[encoding] += _calls(batches)
         client.close()
         n_batches = sum(len(s) for s in by_gen[1])
         print(
-            f"{executions} executions of 10 spans, {len(up.meta_keys)} meta objects,"
+            f"{executions} executions of 10 spans, {n_meta} meta objects,"
             f" {n_batches} batches, {len(by_gen[1])} requests per encoding"
             f" ({meta_per_request} meta object(s) each)"
         )
@@ -312,9 +424,88 @@ def wire(executions: int, meta_per_request: int) -> None:
             f" sender {sender['binary'] / sender['json']:.2f}"
         )
     finally:
-        moto.stop()
         with contextlib.suppress(StopIteration):
             next(gen)
+
+
+def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
+    """Boundary's handler of a binary set, called in this process: no HTTP, TLS or JWT, so a
+    change of a few percent in the ingest path stands out of the machine's noise. Each round
+    ingests every set fresh into its own generation (made active in turn); a last round sends
+    the last generation's sets again (the replay path). CPU is this process's own (chdb's
+    threads included), with the encoding of each set outside the measured span."""
+    from activities.fact_sink import chunks
+    from api.boundary.app import build_runtime
+    from api.boundary.bootstrap import bootstrap_development
+    from api.boundary.deps import WorkloadCaller
+    from api.boundary.routers.projection_batches import _parse_and_ingest_binary
+    from api.boundary.settings import BoundarySettings
+    from formats.batch_set_body import encode_batch_set
+    from formats.object_keys import Scope
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_inproc_"))
+    metastore = f"sqlite:///{tmp / 'metastore.sqlite3'}"
+    boot = bootstrap_development(metastore)
+    scope = Scope(boot.tenant_id, boot.project_id, boot.environment_id)
+    generations = list(range(1, rounds + 1))
+    by_gen, n_meta = _worker_sets(tmp, scope, executions, meta_per_request, generations)
+    settings = BoundarySettings(
+        metastore_url=metastore, run_dir=tmp / "boundary", clickhouse_path=tmp / "chdb"
+    )
+    runtime = build_runtime(settings, with_workload_identity=False)
+    caller = WorkloadCaller(boot.deployment_id, boot.cell, boot.tenant_id)
+    store = runtime.fact_store()
+    # CPU of the store's ClickHouse calls by client method, and of the whole store call.
+    cpu: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                cpu[name] = cpu.get(name, 0.0) + time.process_time() - t0
+
+        return call
+
+    store.ingest_many = timed("store", store.ingest_many)  # type: ignore[method-assign]
+    calls_of = ("query", "insert", "insert_arrow", "command")
+    for name in calls_of:
+        setattr(store.client, name, timed(name, getattr(store.client, name)))
+    print(
+        f"{executions} executions of 10 spans, {n_meta} meta objects,"
+        f" {len(by_gen[1])} sets per round ({meta_per_request} meta object(s) each), in process"
+    )
+    print(
+        f"{'round':24} {'CPU ms/execution':>17} {'of it the store':>16}"
+        + "".join(f" {n:>13}" for n in calls_of)
+        + f" {'visible':>8}"
+    )
+    plan = [(f"fresh, generation {g}", g) for g in generations] + [(f"replay, generation {rounds}", rounds)]
+    for label, generation in plan:
+        if generation > 1 and label.startswith("fresh"):
+            runtime.metastore.set_active_generation(scope.environment_id, generation)
+        total, visible, calls = 0.0, 0, 0
+        cpu.clear()
+        for batches in by_gen[generation]:
+            for part in chunks(batches):  # as the sink splits a set into requests
+                wire_items = [
+                    (b.header.batch_id, b.header.to_wire(scope.environment_id), b.ipc) for b in part
+                ]
+                body = encode_batch_set(wire_items).body
+                t0 = time.process_time()
+                result = _parse_and_ingest_binary(runtime, caller, body, None)
+                total += time.process_time() - t0
+                if result.rejected:
+                    raise RuntimeError(f"{result.rejected} batches rejected in {label}")
+                visible += result.visible
+            calls += _calls(batches)
+        per = {n: 1000 * v / calls for n, v in cpu.items()}
+        print(
+            f"{label:24} {1000 * total / calls:17.3f} {per.get('store', 0.0):16.3f}"
+            + "".join(f" {per.get(n, 0.0):13.3f}" for n in calls_of)
+            + f" {visible:8d}"
+        )
 
 
 if __name__ == "__main__":
@@ -323,8 +514,22 @@ if __name__ == "__main__":
     ap.add_argument("--wire", action="store_true", help="Boundary CPU per execution, JSON vs binary sets")
     ap.add_argument("--executions", type=int, default=2000)
     ap.add_argument("--meta-per-request", type=int, default=1)
+    ap.add_argument(
+        "--in-process", action="store_true", help="Boundary CPU per execution, binary handler in process"
+    )
+    ap.add_argument("--rounds", type=int, default=2, help="fresh rounds of --in-process")
+    ap.add_argument(
+        "--registry-growth",
+        metavar="SIZES",
+        help="a flush's cost at these registry sizes (rows, comma-separated), old layout vs new",
+    )
+    ap.add_argument("--flush-batches", type=int, default=1000, help="batches per flush of --registry-growth")
     args = ap.parse_args()
-    if args.wire:
+    if args.registry_growth:
+        registry_growth([int(float(x)) for x in args.registry_growth.split(",")], args.flush_batches, 5)
+    elif args.in_process:
+        in_process(args.executions, args.meta_per_request, args.rounds)
+    elif args.wire:
         wire(args.executions, args.meta_per_request)
     else:
         main(args.n_batches)

@@ -67,8 +67,17 @@ _LOW_CARDINALITY = frozenset(
     | {"value_state", "index_state", "edge_kind", "error_state"}
 )
 
-REGISTRY_TABLE = "projection_batch_claims"
-LEGACY_REGISTRY_TABLE = "projection_batches"  # one row per visible batch, before claims (migrated)
+REGISTRY_TABLE = "projection_batch_registry"
+# Earlier registry tables, migrated into REGISTRY_TABLE on start: with the kind their rows hold
+# (None: a row is a visible batch, and so both its claim and its mark).
+EARLIER_REGISTRY_TABLES: tuple[tuple[str, str | None], ...] = (
+    ("projection_batches", None),  # one row per visible batch, before claims
+    ("projection_batch_claims", "kind"),  # claims and marks, in 8,192-row granules
+)
+# A flush reads back its batch ids, which are hashes: each id lands in its own granule, so the
+# rows read per flush are ids x granule rows. At 8,192 that grew with the registry (a flush of
+# 1,000 ids read most of a 5 M-row registry); at 256 it stays near 256 k rows.
+REGISTRY_GRANULE_ROWS = 256
 # Blocks whose insert_deduplication_token (or data hash) a fact table remembers: a repeated insert
 # of the same rows (a retried batch on another replica) is dropped by ClickHouse itself.
 DEDUP_WINDOW = 10_000
@@ -175,7 +184,9 @@ def create_registry(database: str) -> str:
 
     Rows are only ever added (erasure deletes a root's rows): a batch's winning digest is decided
     by reading them back, never by a lock (docs/boundary-facts.md, "Replicas"). Rows equal in key,
-    kind and digest collapse; rows of different digests stay, so a conflict stays visible.
+    kind and digest collapse; rows of different digests stay, so a conflict stays visible. The
+    primary index stops at ``batch_id`` (what reads look up), which keeps its marks small at the
+    small granule a flat read needs (``REGISTRY_GRANULE_ROWS``).
     """
     return (
         f"CREATE TABLE IF NOT EXISTS {q(database)}.{REGISTRY_TABLE} (\n"
@@ -186,6 +197,8 @@ def create_registry(database: str) -> str:
         ") ENGINE = ReplacingMergeTree"
         " ORDER BY (tenant_id, project_id, environment_id, generation, batch_id, kind, content_digest,"
         " relation)"
+        " PRIMARY KEY (tenant_id, project_id, environment_id, generation, batch_id)"
+        f" SETTINGS index_granularity = {REGISTRY_GRANULE_ROWS}"
     )
 
 

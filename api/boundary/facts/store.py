@@ -263,24 +263,27 @@ class FactStore:
         with self._lock:
             for stmt in ddl.all_ddl(self.database):
                 self.client.command(stmt)
-            self._migrate_legacy_registry()
+            self._migrate_earlier_registries()
 
-    def _migrate_legacy_registry(self) -> None:
-        """The registry before claims held one row per visible batch: each becomes a claim and a
-        mark (rows equal in key collapse, so a repeated or concurrent migration is harmless)."""
-        exists = self.client.query(
-            "SELECT count() FROM system.tables WHERE database = {d:String} AND name = {t:String}",
-            parameters={"d": self.database, "t": ddl.LEGACY_REGISTRY_TABLE},
-        ).result_rows[0][0]
-        if not exists:
-            return
-        for kind in (CLAIM, VISIBLE):
-            select = ", ".join(f"'{kind}'" if c == "kind" else c for c in _REGISTRY_COLUMNS)
-            self.client.command(
-                f"INSERT INTO {self._t(ddl.REGISTRY_TABLE)} ({', '.join(_REGISTRY_COLUMNS)})"
-                f" SELECT {select} FROM {self._t(ddl.LEGACY_REGISTRY_TABLE)} FINAL"
-            )
-        self.client.command(f"DROP TABLE IF EXISTS {self._t(ddl.LEGACY_REGISTRY_TABLE)}")
+    def _migrate_earlier_registries(self) -> None:
+        """Rows of an earlier registry table move into the current one, which is then the only
+        one read. A legacy row (one per visible batch) becomes a claim and a mark. Rows equal in
+        key collapse, so a repeated or concurrent migration is harmless."""
+        for table, kind_column in ddl.EARLIER_REGISTRY_TABLES:
+            exists = self.client.query(
+                "SELECT count() FROM system.tables WHERE database = {d:String} AND name = {t:String}",
+                parameters={"d": self.database, "t": table},
+            ).result_rows[0][0]
+            if not exists:
+                continue
+            kinds = [kind_column] if kind_column else [f"'{CLAIM}'", f"'{VISIBLE}'"]
+            for kind in kinds:
+                select = ", ".join(f"{kind} AS kind" if c == "kind" else c for c in _REGISTRY_COLUMNS)
+                self.client.command(
+                    f"INSERT INTO {self._t(ddl.REGISTRY_TABLE)} ({', '.join(_REGISTRY_COLUMNS)})"
+                    f" SELECT {select} FROM {self._t(table)} FINAL"
+                )
+            self.client.command(f"DROP TABLE IF EXISTS {self._t(table)}")
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -358,34 +361,31 @@ class FactStore:
                 marks.claims.add(ident)
         return out
 
-    def _registry_rows(self, kind: str, items: list[Item]) -> list[list[Any]]:
-        now = dt.datetime.now(dt.UTC)
-        return [
-            [
-                scope.tenant_id,
-                scope.project_id,
-                scope.environment_id,
-                scope.generation,
-                ident.batch_id,
-                kind,
-                ident.relation,
-                ident.catalog_version,
-                ident.root_id,
-                ident.content_digest,
-                table.num_rows,
-                now,
-            ]
-            for ident, scope, table in items
-        ]
-
     def _insert_registry(self, kind: str, items: list[Item]) -> None:
-        if items:
-            self.client.insert(
-                ddl.REGISTRY_TABLE,
-                self._registry_rows(kind, items),
-                column_names=_REGISTRY_COLUMNS,
-                database=self.database,
-            )
+        # Arrow, not rows: clickhouse-connect serialises a row insert in Python (and, on chdb,
+        # through a temp file); ClickHouse reads an Arrow table as it is.
+        if not items:
+            return
+        n = len(items)
+        idents = [ident for ident, _, _ in items]
+        scopes = [scope for _, scope, _ in items]
+        table = pa.table(
+            {
+                "tenant_id": [s.tenant_id for s in scopes],
+                "project_id": [s.project_id for s in scopes],
+                "environment_id": [s.environment_id for s in scopes],
+                "generation": pa.array([s.generation for s in scopes], pa.uint64()),
+                "batch_id": [i.batch_id for i in idents],
+                "kind": [kind] * n,
+                "relation": [i.relation for i in idents],
+                "catalog_version": pa.array([i.catalog_version for i in idents], pa.uint32()),
+                "root_id": [i.root_id for i in idents],
+                "content_digest": [i.content_digest for i in idents],
+                "rows": pa.array([t.num_rows for _, _, t in items], pa.uint64()),
+                "inserted_at": pa.array([dt.datetime.now(dt.UTC)] * n, pa.timestamp("us", tz="UTC")),
+            }
+        )
+        self.client.insert_arrow(ddl.REGISTRY_TABLE, table, database=self.database)
 
     def ingest_many(self, items: list[Item]) -> list[BatchState | BatchRejected]:
         """Make checked batches visible, each with the PUT's semantics, answered per batch in order.
