@@ -22,6 +22,14 @@ into generation 1 (JSON) and generation 2 (binary), so each inserts the same row
 Boundary's CPU (its process, chdb included) and the sender's CPU per execution for each, and
 their ratio. ``--meta-per-request`` sends that many meta objects per request (the grouped sink
 of a busy worker sends about a second's worth).
+
+``--in-process [--executions 2000] [--meta-per-request 1] [--rounds 2]``: the same batch sets
+through Boundary's binary-set handler called in this process (no HTTP, TLS or JWT), so a change
+of a few percent in the ingest path stands out of the noise. Prints CPU per execution per round,
+the store's share and its ClickHouse calls by client method.
+
+``--registry-growth 0,1000000,4000000 [--flush-batches 1000]``: a flush's cost as the batch
+registry grows, the registry's layout before 2026-12-03 against today's, in the same run.
 """
 
 from __future__ import annotations
