@@ -440,8 +440,9 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
     """Boundary's handler of a binary set, called in this process: no HTTP, TLS or JWT, so a
     change of a few percent in the ingest path stands out of the machine's noise. Each round
     ingests every set fresh into its own generation (made active in turn); a last round sends
-    the last generation's sets again (the replay path). CPU is this process's own (chdb's
-    threads included), with the encoding of each set outside the measured span."""
+    the last generation's sets again (the replay path), and a last line inserts the same rows
+    bare (the floor: what ClickHouse alone costs). CPU is this process's own (chdb's threads
+    included), with the encoding of each set outside the measured span."""
     from activities.fact_sink import chunks
     from api.boundary.app import build_runtime
     from api.boundary.bootstrap import bootstrap_development
@@ -514,6 +515,23 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
             + "".join(f" {per.get(n, 0.0):13.3f}" for n in calls_of)
             + f" {visible:8d}"
         )
+    # The floor: the same rows inserted bare (one insert_arrow per relation per request, as the
+    # store inserts them; no checks, no registry), into a database of their own.
+    floor = FactStore(store.client, database="floor")
+    floor.ensure_schema()
+    total, calls = 0.0, 0
+    for batches in by_gen[generations[-1]]:
+        for part in chunks(batches):
+            by_relation: dict[str, list[pa.Table]] = {}
+            for b in part:
+                by_relation.setdefault(b.header.relation, []).append(pa.ipc.open_stream(b.ipc).read_all())
+            tables = {r: pa.concat_tables(ts).combine_chunks() for r, ts in by_relation.items()}
+            t0 = time.process_time()
+            for relation, table in tables.items():
+                store.client.insert_arrow(relation, table, database=floor.database)
+            total += time.process_time() - t0
+        calls += _calls(batches)
+    print(f"{'floor: rows inserted bare':24} {1000 * total / calls:17.3f}")
 
 
 if __name__ == "__main__":
