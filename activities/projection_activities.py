@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 from activities.engine_registry import EngineRegistry
 from activities.evidence_reader import EvidenceReader, already_exists
 from activities.fact_sink import FactSink
+from activities.generation_cache import ActiveGenerations
 from activities.lance_committer import LanceCommitter
 from activities.projection.assemble import abandoned_execution, assemble_execution
 from activities.projection.batches import build_batch_set, private_tables_of
@@ -150,6 +151,7 @@ class ProjectionActivities:
         self._meta_indexes: LruCache[str, MetaIndex] = LruCache(_META_INDEX_CACHE)
         self._stream_starts: LruCache[str, ms.StreamStarted] = LruCache(_META_INDEX_CACHE)
         self.engines = EngineRegistry(s3, bucket)
+        self._generations = ActiveGenerations(sink.active_generation, settings.generation_ttl_s)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -175,7 +177,7 @@ class ProjectionActivities:
         return parsed
 
     def _check_generation(self, scope: Scope, generation: int) -> None:
-        active = self.sink.active_generation(scope.environment_id)
+        active = self._generations.get(scope.environment_id)
         # Writing into active+1 is a rebuild in progress; anything else is a stale or bogus start.
         if generation not in (active, active + 1):
             raise ApplicationError(

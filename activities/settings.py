@@ -73,6 +73,14 @@ class ProjectionSettings(DeploymentSettings):
     commit_interval_s: float = Field(
         default=1.0, ge=0, description="The committer commits each Lance dataset at most this often."
     )
+    generation_ttl_s: float = Field(
+        default=1.0,
+        ge=0,
+        description=(
+            "A worker asks Boundary for an environment's active generation at most this often "
+            "(0: for every meta object); Boundary refuses a stale generation's batches regardless."
+        ),
+    )
     max_fragments: int = Field(
         default=16, ge=1, description="The committer compacts a dataset with more fragments than this."
     )
