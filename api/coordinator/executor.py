@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from datafusion import SessionContext, SQLOptions
 
 from api.coordinator.leaf_values import PARTS_TYPE, is_exact_numeric, typed_column
-from api.coordinator.planner import PRIVATE_STATE, QueryPlan, typed_sql, with_row_limit
+from api.coordinator.planner import PRIVATE_STATE, LeafPrune, QueryPlan, typed_sql, with_row_limit
 from api.coordinator.private_reader import OutdatedLeafLayout, PrivateReader, pair_keys
 from formats import query_output as qo
 from formats import value_json
@@ -352,7 +352,12 @@ class QueryRun:
         return part
 
     def _leaves(
-        self, reader: PrivateReader, role: str, path_text: str, prune: str | None, execution_ids: list[str]
+        self,
+        reader: PrivateReader,
+        role: str,
+        path_text: str,
+        prune: LeafPrune | None,
+        execution_ids: list[str],
     ) -> tuple[pa.Table, pa.Array]:
         """Leaf rows at a path and their (execution_id, call_id) join keys."""
         if prune is None:
@@ -365,7 +370,7 @@ class QueryRun:
         return self._scans[key]
 
     def _substring_hits(
-        self, reader: PrivateReader, role: str, needle: str, prune: str | None, execution_ids: list[str]
+        self, reader: PrivateReader, role: str, needle: str, prune: LeafPrune | None, execution_ids: list[str]
     ) -> pa.Array:
         """(execution_id, call_id) join keys of the calls with a string leaf containing ``needle``."""
         if prune is None:

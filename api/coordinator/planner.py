@@ -121,7 +121,7 @@ class QueryPlan:
     substrings: tuple[SubstringColumn, ...] = ()
     # Lance filter over the public copies on each leaf row (function_name, started_at_ns, status)
     # implied by the public conjuncts: pruning only, the candidates still decide which calls count.
-    leaf_prune: str | None = None
+    leaf_prune: LeafPrune | None = None
 
     @property
     def private(self) -> bool:
@@ -754,14 +754,17 @@ def _prune_literal(column: str, node: exp.Expression) -> str | None:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _prune_term(cond: exp.Expression) -> str | None:
+PruneTerm = tuple[str, str, str]  # (column, operator, SQL literal or parenthesised list)
+
+
+def _prune_terms(cond: exp.Expression) -> list[PruneTerm]:
     for kind, op in _PRUNE_OPS.items():
         if isinstance(cond, kind):
             for a, b, o in ((cond.this, cond.expression, op), (cond.expression, cond.this, _FLIP[op])):
                 if isinstance(a, exp.Column) and a.name in _PRUNE_COLUMNS:
                     lit = _prune_literal(a.name, b)
                     if lit is not None:
-                        return f"{a.name} {o} {lit}"
+                        return [(a.name, o, lit)]
     if (
         isinstance(cond, exp.In)
         and isinstance(cond.this, exp.Column)
@@ -771,7 +774,7 @@ def _prune_term(cond: exp.Expression) -> str | None:
     ):
         lits = [_prune_literal(cond.this.name, e) for e in cond.expressions]
         if all(lit is not None for lit in lits):
-            return f"{cond.this.name} IN ({', '.join(str(lit) for lit in lits)})"
+            return [(cond.this.name, "IN", f"({', '.join(str(lit) for lit in lits)})")]
     if (
         isinstance(cond, exp.Between)
         and isinstance(cond.this, exp.Column)
@@ -780,20 +783,38 @@ def _prune_term(cond: exp.Expression) -> str | None:
         lo = _prune_literal("started_at_ns", cond.args["low"])
         hi = _prune_literal("started_at_ns", cond.args["high"])
         if lo is not None and hi is not None:
-            return f"started_at_ns >= {lo} AND started_at_ns <= {hi}"
-    return None
+            return [("started_at_ns", ">=", lo), ("started_at_ns", "<=", hi)]
+    return []
 
 
-def leaf_prune(public_conds: list[exp.Expression]) -> str | None:
-    """A Lance filter on the leaves' public copies implied by the public conjuncts, or None.
+@dataclass(frozen=True)
+class LeafPrune:
+    """A Lance filter over the leaves' public call copies (``function_name``, ``started_at_ns``,
+    ``status``), as the conjunction of its terms."""
+
+    terms: tuple[PruneTerm, ...]
+
+    def sql(self, *, zone_map: bool = True) -> str:
+        """The filter. Without ``zone_map`` the window reads ``started_at_ns + 0``, which no scalar
+        index answers: Lance then filters the start time while it reads the rows the other
+        indexes select, instead of asking the zone map (slow on some fragments: see
+        api/dataplane/lance_rowids.py)."""
+        return " AND ".join(
+            f"{column}{'' if zone_map or column != 'started_at_ns' else ' + 0'} {op} {literal}"
+            for column, op, literal in self.terms
+        )
+
+
+def leaf_prune(public_conds: list[exp.Expression]) -> LeafPrune | None:
+    """The Lance filter on the leaves' public copies implied by the public conjuncts, or None.
 
     Only conjuncts on ``function_name``, ``started_at_ns`` and ``status`` with literals qualify;
     None unless a function or a time bound is among them (else the scan would not be narrow).
     """
-    terms = [t for t in (_prune_term(c) for c in public_conds) if t is not None]
-    if not any(t.startswith(("function_name", "started_at_ns")) for t in terms):
+    terms = tuple(t for c in public_conds for t in _prune_terms(c))
+    if not any(column in ("function_name", "started_at_ns") for column, _, _ in terms):
         return None
-    return " AND ".join(terms)
+    return LeafPrune(terms)
 
 
 def _int_of(node: exp.Expression | None) -> int:

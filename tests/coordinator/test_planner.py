@@ -128,15 +128,33 @@ def test_rejections(sql: str, error: type[PlanError], code: str) -> None:
 def test_public_conjuncts_become_a_leaf_prune_filter() -> None:
     plan = plan_query(SQL["Q11"])
     assert plan.leaf_prune is not None
-    assert plan.leaf_prune.startswith("function_name = 'support.llm.ClassifyTicket' AND started_at_ns >= ")
-    assert "started_at_ns < " in plan.leaf_prune
+    assert plan.leaf_prune.sql().startswith(
+        "function_name = 'support.llm.ClassifyTicket' AND started_at_ns >= "
+    )
+    assert "started_at_ns < " in plan.leaf_prune.sql()
     quoted = plan_query(
         "SELECT output['score'] AS s FROM calls_v1 WHERE function_name IN ('a''b', 'c') "
         "AND status = 'failed' AND call_id != 'x' ORDER BY s LIMIT 3"
     )
-    assert quoted.leaf_prune == "function_name IN ('a''b', 'c') AND status = 'failed'"
+    assert quoted.leaf_prune is not None
+    assert quoted.leaf_prune.sql() == "function_name IN ('a''b', 'c') AND status = 'failed'"
     # Without a function or a time bound the scan would not be narrow: no prune.
     assert plan_query("SELECT output['s'] FROM calls_v1 WHERE call_id = 'c'").leaf_prune is None
+
+
+def test_a_leaf_prune_can_keep_its_window_from_the_zone_map() -> None:
+    plan = plan_query(
+        "SELECT output['s'] AS s FROM calls_v1 WHERE function_name = 'f' "
+        "AND started_at_ns BETWEEN 10 AND 20 AND started_at_ns > 5 ORDER BY s LIMIT 3"
+    )
+    assert plan.leaf_prune is not None
+    assert plan.leaf_prune.sql() == (
+        "function_name = 'f' AND started_at_ns >= 10 AND started_at_ns <= 20 AND started_at_ns > 5"
+    )
+    assert plan.leaf_prune.sql(zone_map=False) == (
+        "function_name = 'f' AND started_at_ns + 0 >= 10 AND started_at_ns + 0 <= 20"
+        " AND started_at_ns + 0 > 5"
+    )
 
 
 def test_whole_value_substring_becomes_a_string_leaf_column() -> None:
