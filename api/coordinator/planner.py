@@ -794,6 +794,20 @@ class LeafPrune:
 
     terms: tuple[PruneTerm, ...]
 
+    def window(self) -> tuple[int | None, int | None]:
+        """The start times the terms admit, as inclusive bounds (None: unbounded on that side)."""
+        lo: int | None = None
+        hi: int | None = None
+        for column, op, literal in self.terms:
+            if column != "started_at_ns":
+                continue
+            values = [int(v) for v in literal.strip("()").split(",")] if op == "IN" else [int(literal)]
+            low = min(values) + (1 if op == ">" else 0) if op in (">", ">=", "=", "IN") else None
+            high = max(values) - (1 if op == "<" else 0) if op in ("<", "<=", "=", "IN") else None
+            lo = low if lo is None else lo if low is None else max(lo, low)
+            hi = high if hi is None else hi if high is None else min(hi, high)
+        return lo, hi
+
     def sql(self, *, zone_map: bool = True) -> str:
         """The filter. Without ``zone_map`` the window reads ``started_at_ns + 0``, which no scalar
         index answers: Lance then filters the start time while it reads the rows the other

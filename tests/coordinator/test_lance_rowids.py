@@ -1,6 +1,6 @@
-"""The leaves' window avoids the zone map where Lance's zone map is slow: on a fragment whose
-stable row ids Lance stores as a bitmap segment (ids with gaps, e.g. rows deleted before a
-compaction), read from the manifest alone; elsewhere the window keeps the zone map."""
+"""The leaves' window avoids the zone map where Lance's zone map is slow: when it reaches a
+fragment whose stable row ids Lance stores as a bitmap segment (ids with gaps, e.g. rows deleted
+before a compaction), read from the manifest alone; elsewhere the window keeps the zone map."""
 
 from __future__ import annotations
 
@@ -61,6 +61,11 @@ def test_a_fragment_with_gapped_ids_sends_the_window_past_the_zone_map(tmp_path:
     # The same rows either way: the form changes the path Lance takes, not the answer.
     rows = _rows(gapped, sql)
     assert rows and rows == _rows(gapped, PRUNE.sql())
+    # A window that misses those fragments' start times (0-999) selects none of their zones.
+    later = LeafPrune((("function_name", "=", "'f1'"), ("started_at_ns", ">", "999")))
+    assert _reader(gapped)._prune_sql(gapped, later) == later.sql()
+    no_window = LeafPrune((("function_name", "=", "'f1'"),))
+    assert _reader(gapped)._prune_sql(gapped, no_window) == "function_name = 'f1'"
 
 
 def test_contiguous_ids_keep_the_zone_map(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from api.coordinator.planner import (
     LeafFilter,
+    LeafPrune,
     PlanError,
     StatementNotAllowed,
     UnknownRelation,
@@ -155,6 +156,25 @@ def test_a_leaf_prune_can_keep_its_window_from_the_zone_map() -> None:
         "function_name = 'f' AND started_at_ns + 0 >= 10 AND started_at_ns + 0 <= 20"
         " AND started_at_ns + 0 > 5"
     )
+    assert plan.leaf_prune.window() == (10, 20)
+
+
+@pytest.mark.parametrize(
+    ("where", "window"),
+    [
+        ("started_at_ns > 5 AND started_at_ns < 9", (6, 8)),
+        ("started_at_ns >= 5", (5, None)),
+        ("started_at_ns <= 5", (None, 5)),
+        ("started_at_ns = 7", (7, 7)),
+        ("started_at_ns IN (9, 3, 4)", (3, 9)),
+        ("started_at_ns IN (9, 3) AND started_at_ns > 3", (4, 9)),
+    ],
+)
+def test_a_leaf_prune_knows_its_window(where: str, window: tuple[int | None, int | None]) -> None:
+    plan = plan_query(f"SELECT output['s'] AS s FROM calls_v1 WHERE function_name = 'f' AND {where}")
+    assert plan.leaf_prune is not None
+    assert plan.leaf_prune.window() == window
+    assert LeafPrune((("function_name", "=", "'f'"),)).window() == (None, None)
 
 
 def test_whole_value_substring_becomes_a_string_leaf_column() -> None:
