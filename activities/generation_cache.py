@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 
 class ActiveGenerations:
@@ -24,8 +25,10 @@ class ActiveGenerations:
         self._ttl_s = ttl_s
         self._clock = clock
         self._known: dict[str, tuple[float, int]] = {}  # environment -> (asked at, generation)
-        # One asker at a time: when the answer expires, hundreds of activities need it at once,
-        # and one request answers them all.
+        # When the answer expires, hundreds of activities need it at once: one asks, the others
+        # wait for its answer, or its failure (so an unreachable Boundary costs one timeout for
+        # all of them, not one each in turn).
+        self._asking: dict[str, Future[int]] = {}
         self._lock = threading.Lock()
 
     def get(self, environment_id: str) -> int:
@@ -34,6 +37,22 @@ class ActiveGenerations:
             now = self._clock()
             if known is not None and now - known[0] < self._ttl_s:
                 return known[1]
+            asking = self._asking.get(environment_id)
+            mine = asking is None
+            if asking is None:
+                asking = self._asking[environment_id] = Future()
+        if not mine:
+            return asking.result()
+        try:
             generation = self._fetch(environment_id)
-            self._known[environment_id] = (now, generation)
+        except BaseException as exc:
+            asking.set_exception(exc)
+            raise
+        else:
+            asking.set_result(generation)
+            with self._lock:
+                self._known[environment_id] = (now, generation)
             return generation
+        finally:
+            with self._lock:
+                del self._asking[environment_id]

@@ -8,6 +8,16 @@ import time
 
 from activities.generation_cache import ActiveGenerations
 
+THREADS = 16
+
+
+def _all_arrived(arrived: threading.Semaphore) -> None:
+    """Hold the question until every thread is about to ask, and a moment for the last ones to
+    reach the cache: they must find the question in flight, not ask again."""
+    for _ in range(THREADS):
+        assert arrived.acquire(timeout=10)
+    time.sleep(0.2)
+
 
 class _Boundary:
     def __init__(self) -> None:
@@ -64,20 +74,50 @@ def test_a_failed_question_is_asked_again_by_the_next_caller() -> None:
 
 def test_activities_waiting_at_expiry_share_one_question() -> None:
     boundary = _Boundary()
-    gate = threading.Event()
+    arrived = threading.Semaphore(0)
 
     def slow(environment_id: str) -> int:
-        gate.wait(5)
-        time.sleep(0.05)
+        _all_arrived(arrived)
         return boundary.fetch(environment_id)
 
     cache = ActiveGenerations(slow, ttl_s=60.0)
     got: list[int] = []
-    threads = [threading.Thread(target=lambda: got.append(cache.get("env-a"))) for _ in range(16)]
+
+    def ask() -> None:
+        arrived.release()
+        got.append(cache.get("env-a"))
+
+    threads = [threading.Thread(target=ask) for _ in range(THREADS)]
     for t in threads:
         t.start()
-    gate.set()
     for t in threads:
         t.join()
-    assert got == [1] * 16
+    assert got == [1] * THREADS
     assert boundary.asked == ["env-a"]
+
+
+def test_activities_waiting_on_a_failing_question_share_its_failure() -> None:
+    arrived, calls = threading.Semaphore(0), [0]
+
+    def unreachable(environment_id: str) -> int:
+        calls[0] += 1
+        _all_arrived(arrived)
+        raise ConnectionError("boundary unreachable")
+
+    cache = ActiveGenerations(unreachable, ttl_s=60.0)
+    failures: list[BaseException] = []
+
+    def ask() -> None:
+        arrived.release()
+        try:
+            cache.get("env-a")
+        except ConnectionError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(failures) == THREADS
+    assert calls[0] == 1
