@@ -44,14 +44,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import clickhouse_connect
 import pyarrow as pa
+from pydantic import SecretStr
 
 from api.boundary.facts import ddl
 from api.boundary.facts.batch_check import BatchRejected, BatchScope, body_digest
-from api.boundary.facts.store import BatchIdentity, FactStore
+from api.boundary.facts.batch_registry import CLAIM, VISIBLE
+from api.boundary.facts.store import BatchIdentity, FactStore, RowSlice, registry_table
 from formats import catalog
 
 ROWS = 10
@@ -184,24 +186,12 @@ def _old_registry(database: str) -> str:
 
 def _registry_rows(scope: BatchScope, start: int, n: int) -> pa.Table:
     """``n`` batches' claim and visible rows, as the store writes them (two rows per batch)."""
-    ids = [catalog.deterministic_row_id("grow", str(i)) for i in range(start, start + n)]
-    rows = 2 * n
-    return pa.table(
-        {
-            "tenant_id": [scope.tenant_id] * rows,
-            "project_id": [scope.project_id] * rows,
-            "environment_id": [scope.environment_id] * rows,
-            "generation": pa.array([scope.generation] * rows, pa.uint64()),
-            "batch_id": ids + ids,
-            "kind": ["claim"] * n + ["visible"] * n,
-            "relation": ["calls_v1"] * rows,
-            "catalog_version": pa.array([1] * rows, pa.uint32()),
-            "root_id": ids + ids,
-            "content_digest": ["sha256:" + "0" * 64] * rows,
-            "rows": pa.array([ROWS] * rows, pa.uint64()),
-            "inserted_at": pa.array([0] * rows, pa.timestamp("us", tz="UTC")),
-        }
-    )
+    empty = pa.table({"x": pa.array([], pa.int8())})
+    items = [
+        (BatchIdentity(bid, "calls_v1", 1, bid, "sha256:" + "0" * 64), scope, RowSlice(empty, 0, ROWS))
+        for bid in (catalog.deterministic_row_id("grow", str(i)) for i in range(start, start + n))
+    ]
+    return pa.concat_tables([registry_table(CLAIM, items), registry_table(VISIBLE, items)])
 
 
 def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
@@ -230,7 +220,7 @@ def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
             finally:
                 reads.setdefault(_name, []).append(time.perf_counter() - t0)
 
-        store._registry = timed  # type: ignore[method-assign]
+        store._registry = timed  # type: ignore[method-assign,assignment]
     print(
         f"flushes of {flush_batches} batches ({ROWS} calls_v1 rows each), median of {flushes}; chdb at {path}"
     )
@@ -390,13 +380,13 @@ def wire(executions: int, meta_per_request: int) -> None:
         )
         pid = _boundary_pid()
         scope = boundary.scope
-        encodings = {"json": 1, "binary": 2}  # encoding -> generation
+        encodings: dict[Literal["json", "binary"], int] = {"json": 1, "binary": 2}  # -> generation
         cpu = {e: 0.0 for e in encodings}
         sender = {e: 0.0 for e in encodings}
         sent = {e: 0 for e in encodings}
 
         class _Sink(BoundaryFactSink):
-            encoding = "binary"
+            encoding: Literal["json", "binary"] = "binary"
 
             def __init__(self) -> None:
                 super().__init__(client)
@@ -459,7 +449,7 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
     generations = list(range(1, rounds + 1))
     by_gen, n_meta = _worker_sets(tmp, scope, executions, meta_per_request, generations)
     settings = BoundarySettings(
-        metastore_url=metastore, run_dir=tmp / "boundary", clickhouse_path=tmp / "chdb"
+        metastore_url=SecretStr(metastore), run_dir=tmp / "boundary", clickhouse_path=tmp / "chdb"
     )
     runtime = build_runtime(settings, with_workload_identity=False)
     caller = WorkloadCaller(boot.deployment_id, boot.cell, boot.tenant_id)

@@ -745,16 +745,24 @@ _PRUNE_OPS: dict[type[exp.Expression], str] = {
 _FLIP = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 
-def _prune_literal(column: str, node: exp.Expression) -> str | None:
+PruneValue = str | int
+
+
+def _prune_value(column: str, node: exp.Expression) -> PruneValue | None:
     if not _is_literal(node):
         return None
     value = _literal_value(node)
     if _PRUNE_COLUMNS[column] == "str":
-        return "'" + value.replace("'", "''") + "'" if isinstance(value, str) else None
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+        return value if isinstance(value, str) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-PruneTerm = tuple[str, str, str]  # (column, operator, SQL literal or parenthesised list)
+def _sql_value(value: PruneValue) -> str:
+    return "'" + value.replace("'", "''") + "'" if isinstance(value, str) else str(value)
+
+
+# (column, operator, values): one value, or the list of an IN.
+PruneTerm = tuple[str, str, tuple[PruneValue, ...]]
 
 
 def _prune_terms(cond: exp.Expression) -> list[PruneTerm]:
@@ -762,9 +770,9 @@ def _prune_terms(cond: exp.Expression) -> list[PruneTerm]:
         if isinstance(cond, kind):
             for a, b, o in ((cond.this, cond.expression, op), (cond.expression, cond.this, _FLIP[op])):
                 if isinstance(a, exp.Column) and a.name in _PRUNE_COLUMNS:
-                    lit = _prune_literal(a.name, b)
-                    if lit is not None:
-                        return [(a.name, o, lit)]
+                    value = _prune_value(a.name, b)
+                    if value is not None:
+                        return [(a.name, o, (value,))]
     if (
         isinstance(cond, exp.In)
         and isinstance(cond.this, exp.Column)
@@ -772,18 +780,18 @@ def _prune_terms(cond: exp.Expression) -> list[PruneTerm]:
         and cond.args.get("query") is None
         and cond.expressions
     ):
-        lits = [_prune_literal(cond.this.name, e) for e in cond.expressions]
-        if all(lit is not None for lit in lits):
-            return [(cond.this.name, "IN", f"({', '.join(str(lit) for lit in lits)})")]
+        values = [_prune_value(cond.this.name, e) for e in cond.expressions]
+        if all(v is not None for v in values):
+            return [(cond.this.name, "IN", tuple(v for v in values if v is not None))]
     if (
         isinstance(cond, exp.Between)
         and isinstance(cond.this, exp.Column)
         and cond.this.name == "started_at_ns"
     ):
-        lo = _prune_literal("started_at_ns", cond.args["low"])
-        hi = _prune_literal("started_at_ns", cond.args["high"])
+        lo = _prune_value("started_at_ns", cond.args["low"])
+        hi = _prune_value("started_at_ns", cond.args["high"])
         if lo is not None and hi is not None:
-            return [("started_at_ns", ">=", lo), ("started_at_ns", "<=", hi)]
+            return [("started_at_ns", ">=", (lo,)), ("started_at_ns", "<=", (hi,))]
     return []
 
 
@@ -798,14 +806,16 @@ class LeafPrune:
         """The start times the terms admit, as inclusive bounds (None: unbounded on that side)."""
         lo: int | None = None
         hi: int | None = None
-        for column, op, literal in self.terms:
+        for column, op, values in self.terms:
             if column != "started_at_ns":
                 continue
-            values = [int(v) for v in literal.strip("()").split(",")] if op == "IN" else [int(literal)]
-            low = min(values) + (1 if op == ">" else 0) if op in (">", ">=", "=", "IN") else None
-            high = max(values) - (1 if op == "<" else 0) if op in ("<", "<=", "=", "IN") else None
-            lo = low if lo is None else lo if low is None else max(lo, low)
-            hi = high if hi is None else hi if high is None else min(hi, high)
+            times = [int(v) for v in values]
+            if op in (">", ">=", "=", "IN"):
+                low = min(times) + (op == ">")
+                lo = low if lo is None else max(lo, low)
+            if op in ("<", "<=", "=", "IN"):
+                high = max(times) - (op == "<")
+                hi = high if hi is None else min(hi, high)
         return lo, hi
 
     def sql(self, *, zone_map: bool = True) -> str:
@@ -813,10 +823,13 @@ class LeafPrune:
         index answers: Lance then filters the start time while it reads the rows the other
         indexes select, instead of asking the zone map (slow on some fragments: see
         api/dataplane/lance_rowids.py)."""
-        return " AND ".join(
-            f"{column}{'' if zone_map or column != 'started_at_ns' else ' + 0'} {op} {literal}"
-            for column, op, literal in self.terms
-        )
+        out = []
+        for column, op, values in self.terms:
+            target = column if zone_map or column != "started_at_ns" else f"{column} + 0"
+            rendered = [_sql_value(v) for v in values]
+            operand = f"({', '.join(rendered)})" if op == "IN" else rendered[0]
+            out.append(f"{target} {op} {operand}")
+        return " AND ".join(out)
 
 
 def leaf_prune(public_conds: list[exp.Expression]) -> LeafPrune | None:

@@ -84,7 +84,7 @@ def _fragment_key(uri: str, fragment: lance.LanceFragment, generation: int) -> F
     deletion = meta.deletion_file
     return (
         uri,
-        tuple(f.path for f in meta.data_files()),
+        tuple(f.path for f in meta.files),
         None if deletion is None else (int(deletion.id), int(deletion.read_version)),
         generation,
     )
@@ -117,6 +117,8 @@ class PrivateReader:
     objects: ObjectSource | None = None
     bytes_read: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Start-time spans of the bound leaf fragments on which the zone map is slow (_prune_sql).
+    _slow_spans: list[tuple[int, int]] | None = field(default=None, repr=False)
 
     @classmethod
     def bind(
@@ -237,15 +239,19 @@ class PrivateReader:
         lo, hi = prune.window()
         if lo is None and hi is None:
             return prune.sql()
-        for fragment in ds.get_fragments():
-            key = _fragment_key(ds.uri, fragment, 0)
-            span = SLOW_ZONE_MAP.get(key)
-            if span is None:
-                span = _slow_span(fragment)
-                SLOW_ZONE_MAP.put(key, span)
-            if span and (hi is None or span[0] <= hi) and (lo is None or lo <= span[1]):
-                return prune.sql(zone_map=False)
-        return prune.sql()
+        if self._slow_spans is None:  # once per bound version: a query may scan several paths
+            spans = []
+            for fragment in ds.get_fragments():
+                key = _fragment_key(ds.uri, fragment, 0)
+                span = SLOW_ZONE_MAP.get(key)
+                if span is None:
+                    span = _slow_span(fragment)
+                    SLOW_ZONE_MAP.put(key, span)
+                if span:
+                    spans.append(span)
+            self._slow_spans = spans
+        reaches = any((hi is None or a <= hi) and (lo is None or lo <= b) for a, b in self._slow_spans)
+        return prune.sql(zone_map=not reaches)
 
     def pruned_leaves(self, role: str, path_text: str, prune: LeafPrune) -> pa.Table:
         """Leaf rows at ``path_text`` of ``role`` for every call the public-copy filter ``prune`` admits.

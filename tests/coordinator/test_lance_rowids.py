@@ -16,7 +16,7 @@ from formats.object_keys import Scope
 
 ROWS, APPENDS = 40_000, 8
 PRUNE = LeafPrune(
-    (("function_name", "=", "'f1'"), ("started_at_ns", ">=", "100"), ("started_at_ns", "<", "900"))
+    (("function_name", "=", ("f1",)), ("started_at_ns", ">=", (100,)), ("started_at_ns", "<", (900,)))
 )
 
 
@@ -62,9 +62,9 @@ def test_a_fragment_with_gapped_ids_sends_the_window_past_the_zone_map(tmp_path:
     rows = _rows(gapped, sql)
     assert rows and rows == _rows(gapped, PRUNE.sql())
     # A window that misses those fragments' start times (0-999) selects none of their zones.
-    later = LeafPrune((("function_name", "=", "'f1'"), ("started_at_ns", ">", "999")))
+    later = LeafPrune((("function_name", "=", ("f1",)), ("started_at_ns", ">", (999,))))
     assert _reader(gapped)._prune_sql(gapped, later) == later.sql()
-    no_window = LeafPrune((("function_name", "=", "'f1'"),))
+    no_window = LeafPrune((("function_name", "=", ("f1",)),))
     assert _reader(gapped)._prune_sql(gapped, no_window) == "function_name = 'f1'"
 
 

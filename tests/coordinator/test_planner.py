@@ -174,7 +174,7 @@ def test_a_leaf_prune_knows_its_window(where: str, window: tuple[int | None, int
     plan = plan_query(f"SELECT output['s'] AS s FROM calls_v1 WHERE function_name = 'f' AND {where}")
     assert plan.leaf_prune is not None
     assert plan.leaf_prune.window() == window
-    assert LeafPrune((("function_name", "=", "'f'"),)).window() == (None, None)
+    assert LeafPrune((("function_name", "=", ("f",)),)).window() == (None, None)
 
 
 def test_whole_value_substring_becomes_a_string_leaf_column() -> None:

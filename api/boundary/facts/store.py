@@ -14,6 +14,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -85,6 +86,31 @@ class RowSlice:
 
 Rows: TypeAlias = "pa.Table | RowSlice"
 Item: TypeAlias = tuple[BatchIdentity, BatchScope, Rows]
+
+
+def registry_table(kind: str, items: Sequence[Item]) -> pa.Table:
+    """The registry rows of ``kind`` for these batches. Arrow, not rows: clickhouse-connect
+    serialises a row insert in Python (and, on chdb, through a temp file); ClickHouse reads an
+    Arrow table as it is."""
+    n = len(items)
+    idents = [ident for ident, _, _ in items]
+    scopes = [scope for _, scope, _ in items]
+    return pa.table(
+        {
+            "tenant_id": [s.tenant_id for s in scopes],
+            "project_id": [s.project_id for s in scopes],
+            "environment_id": [s.environment_id for s in scopes],
+            "generation": pa.array([s.generation for s in scopes], pa.uint64()),
+            "batch_id": [i.batch_id for i in idents],
+            "kind": [kind] * n,
+            "relation": [i.relation for i in idents],
+            "catalog_version": pa.array([i.catalog_version for i in idents], pa.uint32()),
+            "root_id": [i.root_id for i in idents],
+            "content_digest": [i.content_digest for i in idents],
+            "rows": pa.array([t.num_rows for _, _, t in items], pa.uint64()),
+            "inserted_at": pa.array([dt.datetime.now(dt.UTC)] * n, pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def rows_table(parts: list[Rows]) -> pa.Table:
@@ -362,30 +388,8 @@ class FactStore:
         return out
 
     def _insert_registry(self, kind: str, items: list[Item]) -> None:
-        # Arrow, not rows: clickhouse-connect serialises a row insert in Python (and, on chdb,
-        # through a temp file); ClickHouse reads an Arrow table as it is.
-        if not items:
-            return
-        n = len(items)
-        idents = [ident for ident, _, _ in items]
-        scopes = [scope for _, scope, _ in items]
-        table = pa.table(
-            {
-                "tenant_id": [s.tenant_id for s in scopes],
-                "project_id": [s.project_id for s in scopes],
-                "environment_id": [s.environment_id for s in scopes],
-                "generation": pa.array([s.generation for s in scopes], pa.uint64()),
-                "batch_id": [i.batch_id for i in idents],
-                "kind": [kind] * n,
-                "relation": [i.relation for i in idents],
-                "catalog_version": pa.array([i.catalog_version for i in idents], pa.uint32()),
-                "root_id": [i.root_id for i in idents],
-                "content_digest": [i.content_digest for i in idents],
-                "rows": pa.array([t.num_rows for _, _, t in items], pa.uint64()),
-                "inserted_at": pa.array([dt.datetime.now(dt.UTC)] * n, pa.timestamp("us", tz="UTC")),
-            }
-        )
-        self.client.insert_arrow(ddl.REGISTRY_TABLE, table, database=self.database)
+        if items:
+            self.client.insert_arrow(ddl.REGISTRY_TABLE, registry_table(kind, items), database=self.database)
 
     def ingest_many(self, items: list[Item]) -> list[BatchState | BatchRejected]:
         """Make checked batches visible, each with the PUT's semantics, answered per batch in order.
