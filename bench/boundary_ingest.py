@@ -29,13 +29,15 @@ of a few percent in the ingest path stands out of the noise. Prints CPU per exec
 the store's share and its ClickHouse calls by client method.
 
 ``--registry-growth 0,1000000,4000000 [--flush-batches 1000]``: a flush's cost as the batch
-registry grows, the registry's layout before 2026-12-03 against today's, in the same run.
+registry grows, today's registry (sorted and read by root id) against the one before 2026-12-04
+(sorted and read by batch id), in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import importlib.util
 import os
 import statistics
@@ -52,23 +54,26 @@ from pydantic import SecretStr
 
 from api.boundary.facts import ddl
 from api.boundary.facts.batch_check import BatchRejected, BatchScope, body_digest
-from api.boundary.facts.batch_registry import CLAIM, VISIBLE
-from api.boundary.facts.store import BatchIdentity, FactStore, RowSlice, registry_table
+from api.boundary.facts.batch_registry import CLAIM, VISIBLE, BatchMarks
+from api.boundary.facts.store import BatchIdentity, FactStore, RowSlice, _id_list, registry_table
 from formats import catalog
+from formats.ids import ThreadRef, uuid7_bytes
 
 ROWS = 10
 THREADS = 8
 
 
-def _batch(scope: BatchScope, idx: int) -> tuple[BatchIdentity, BatchScope, pa.Table]:
-    ex = catalog.deterministic_row_id("bench_exec", str(idx))
+def _batch(
+    scope: BatchScope, idx: int, *, root: str | None = None, partition: int = 0
+) -> tuple[BatchIdentity, BatchScope, pa.Table]:
+    ex = root or catalog.deterministic_row_id("bench_exec", str(idx))
     rows: list[dict[str, Any]] = [
         {
             "tenant_id": scope.tenant_id,
             "project_id": scope.project_id,
             "environment_id": scope.environment_id,
             "generation": scope.generation,
-            "row_id": catalog.deterministic_row_id("calls_v1", ex, pos),
+            "row_id": catalog.deterministic_row_id("calls_v1", ex, partition, pos),
             "execution_id": ex,
             "process_euid": "euid",
             "thread_id": "t0",
@@ -97,7 +102,7 @@ def _batch(scope: BatchScope, idx: int) -> tuple[BatchIdentity, BatchScope, pa.T
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     digest = body_digest(sink.getvalue().to_pybytes())
-    bid = catalog.deterministic_row_id("projection_batch", ex, "calls_v1", 0)
+    bid = catalog.deterministic_row_id("projection_batch", ex, "calls_v1", partition)
     return BatchIdentity(bid, "calls_v1", 1, ex, digest), scope, table
 
 
@@ -177,37 +182,89 @@ def main(n: int) -> None:
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _old_registry(database: str) -> str:
-    """The registry as it was before 2026-12-03 (8,192-row granules, the whole sort key as the
-    primary index): the baseline of ``--registry-growth``, not live code."""
-    current = ddl.create_registry(database)
-    return current[: current.index(" PRIMARY KEY")]
+BATCHES_PER_ROOT = 7  # an execution of 10 spans: one batch per public relation it has rows in
+EXECUTIONS_PER_PROCESS = 1_000
+
+
+def _by_batch_id_registry(database: str) -> str:
+    """The registry as it was before 2026-12-04 (sorted and read by batch id, 256-row granules):
+    the baseline of ``--registry-growth``, not live code."""
+    return (
+        ddl.create_registry(database)
+        .replace("generation, root_id, batch_id, kind", "generation, batch_id, kind")
+        .replace("generation, root_id)", "generation, batch_id)")
+        .replace(f"index_granularity = {ddl.REGISTRY_GRANULE_ROWS}", "index_granularity = 256")
+    )
+
+
+class _ByBatchIdStore(FactStore):
+    """The store reading the registry by batch id, as before 2026-12-04 (the baseline): the
+    bench's batch ids are known from their roots."""
+
+    def _registry(self, scope: BatchScope, root_ids: list[str]) -> dict[str, Any]:
+        wanted = sorted(b for r in root_ids for b in _root_batch_ids(r))
+        rows = self.client.query(
+            "SELECT batch_id, kind, relation, content_digest, max(rows)"
+            f" FROM {self._t(ddl.REGISTRY_TABLE)}"
+            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND batch_id IN {_id_list(wanted)}"
+            " GROUP BY batch_id, kind, relation, content_digest",
+            parameters=self._scope_params(scope),
+        ).result_rows
+        out: dict[str, Any] = {}
+        for bid, kind, rel, digest, nrows in rows:
+            marks = out.setdefault(str(bid), BatchMarks())
+            if kind == VISIBLE:
+                marks.visible[(str(rel), str(digest))] = int(nrows)
+            else:
+                marks.claims.add((str(rel), str(digest)))
+        return out
+
+
+def _root(execution: int) -> str:
+    """A root id as the profiler makes them: its process's euid (a UUIDv7: processes started later
+    sort later) ‖ engine ‖ thread, one process per ``EXECUTIONS_PER_PROCESS`` executions."""
+    process, thread = divmod(execution, EXECUTIONS_PER_PROCESS)
+    rand = hashlib.sha256(f"bench-process-{process}".encode()).digest()[:10]
+    euid = uuid7_bytes(1_700_000_000_000 + 60_000 * process, rand)
+    return ThreadRef(euid, 1, thread).execution_id
+
+
+def _root_batch_ids(root: str) -> list[str]:
+    return [
+        catalog.deterministic_row_id("projection_batch", root, "calls_v1", p) for p in range(BATCHES_PER_ROOT)
+    ]
 
 
 def _registry_rows(scope: BatchScope, start: int, n: int) -> pa.Table:
-    """``n`` batches' claim and visible rows, as the store writes them (two rows per batch)."""
+    """The claim and visible rows of ``n`` executions' batches, as the store writes them."""
     empty = pa.table({"x": pa.array([], pa.int8())})
     items = [
-        (BatchIdentity(bid, "calls_v1", 1, bid, "sha256:" + "0" * 64), scope, RowSlice(empty, 0, ROWS))
-        for bid in (catalog.deterministic_row_id("grow", str(i)) for i in range(start, start + n))
+        (BatchIdentity(bid, "calls_v1", 1, root, "sha256:" + "0" * 64), scope, RowSlice(empty, 0, ROWS))
+        for root in map(_root, range(start, start + n))
+        for bid in _root_batch_ids(root)
     ]
     return pa.concat_tables([registry_table(CLAIM, items), registry_table(VISIBLE, items)])
 
 
 def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
-    """A flush's cost as the registry grows: the store with today's registry against the same
-    store with the old one, in the same run on one chdb. At each size (registry rows, two per
-    batch) the registry is grown with rows as the store writes them, then ``flushes`` flushes of
-    ``flush_batches`` fresh batches each are ingested; prints the median wall and CPU per flush
-    and the flush's registry read alone."""
+    """A flush's cost as the registry grows: the store with today's registry (sorted and read by
+    root id) against the same store reading an earlier registry by batch id, in the same run on
+    one chdb. At each size (registry rows: a claim and a mark per batch, ``BATCHES_PER_ROOT``
+    batches per execution) the registry is grown as the store writes it, then ``flushes`` flushes
+    of ``flush_batches`` fresh batches (the newest processes' executions) are ingested; prints the
+    median wall and CPU per flush, the flush's registry read alone, and that read against the
+    same layout's at the first size."""
     path = Path(tempfile.mkdtemp(prefix="bench_registry_"))
     client = clickhouse_connect.get_client(interface="chdb", path=str(path))
-    stores = {"old": FactStore(client, database="reg_old"), "new": FactStore(client, database="reg_new")}
-    for name, store in stores.items():
+    stores: dict[str, FactStore] = {
+        "by batch id": _ByBatchIdStore(client, database="reg_old"),
+        "by root": FactStore(client, database="reg_new"),
+    }
+    for store in stores.values():
         store.ensure_schema()
-        if name == "old":
+        if isinstance(store, _ByBatchIdStore):
             client.command(f"DROP TABLE {store.database}.{ddl.REGISTRY_TABLE}")
-            client.command(_old_registry(store.database))
+            client.command(_by_batch_id_registry(store.database))
     scope = BatchScope("gt", "gp", "ge", 1)
     reads: dict[str, list[float]] = {}
     for name, store in stores.items():
@@ -222,16 +279,19 @@ def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
 
         store._registry = timed  # type: ignore[method-assign,assignment]
     print(
-        f"flushes of {flush_batches} batches ({ROWS} calls_v1 rows each), median of {flushes}; chdb at {path}"
+        f"flushes of {flush_batches} batches ({BATCHES_PER_ROOT} per execution, {ROWS} calls_v1 rows"
+        f" each), median of {flushes}; chdb at {path}"
     )
     print(
-        f"{'registry rows':>13} {'layout':>6} {'flush wall ms':>14} {'flush CPU ms':>13}"
-        f" {'registry read ms':>17}"
+        f"{'registry rows':>13} {'layout':>12} {'flush wall ms':>14} {'flush CPU ms':>13}"
+        f" {'registry read ms':>17} {'read / first':>13}"
     )
+    per_root = 2 * BATCHES_PER_ROOT
     grown, fresh = 0, 10**9
+    first: dict[str, float] = {}
     for size in sizes:
-        while grown * 2 < size:
-            n = min(250_000, size // 2 - grown)
+        while grown < size // per_root:
+            n = min(20_000, size // per_root - grown)
             table = _registry_rows(scope, grown, n)
             for store in stores.values():
                 client.insert_arrow(ddl.REGISTRY_TABLE, table, database=store.database)
@@ -242,16 +302,21 @@ def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
             walls, cpus = [], []
             reads[name] = []
             for _ in range(flushes):
-                items = [_batch(scope, fresh + i) for i in range(flush_batches)]
-                fresh += flush_batches
+                roots = [_root(fresh + i) for i in range(max(1, flush_batches // BATCHES_PER_ROOT))]
+                fresh += len(roots)
+                items = []
+                for root in roots:
+                    items += [_batch(scope, 0, root=root, partition=p) for p in range(BATCHES_PER_ROOT)]
                 w0, c0 = time.perf_counter(), time.process_time()
                 results = store.ingest_many(items)
                 walls.append(time.perf_counter() - w0)
                 cpus.append(time.process_time() - c0)
                 assert not any(isinstance(r, BatchRejected) for r in results)
+            read = statistics.median(reads[name])
+            first.setdefault(name, read)
             print(
-                f"{grown * 2:13d} {name:>6} {1000 * statistics.median(walls):14.1f}"
-                f" {1000 * statistics.median(cpus):13.1f} {1000 * statistics.median(reads[name]):17.1f}",
+                f"{grown * per_root:13d} {name:>12} {1000 * statistics.median(walls):14.1f}"
+                f" {1000 * statistics.median(cpus):13.1f} {1000 * read:17.1f} {read / first[name]:13.2f}",
                 flush=True,
             )
 

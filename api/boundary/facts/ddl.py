@@ -67,17 +67,21 @@ _LOW_CARDINALITY = frozenset(
     | {"value_state", "index_state", "edge_kind", "error_state"}
 )
 
-REGISTRY_TABLE = "projection_batch_registry"
+REGISTRY_TABLE = "projection_batch_registry_by_root"
 # Earlier registry tables, migrated into REGISTRY_TABLE on start: with the kind their rows hold
 # (None: a row is a visible batch, and so both its claim and its mark).
 EARLIER_REGISTRY_TABLES: tuple[tuple[str, str | None], ...] = (
     ("projection_batches", None),  # one row per visible batch, before claims
-    ("projection_batch_claims", "kind"),  # claims and marks, in 8,192-row granules
+    ("projection_batch_claims", "kind"),  # claims and marks by batch id, 8,192-row granules
+    ("projection_batch_registry", "kind"),  # the same by batch id, 256-row granules
 )
-# A flush reads back its batch ids, which are hashes: each id lands in its own granule, so the
-# rows read per flush are ids x granule rows. At 8,192 that grew with the registry (a flush of
-# 1,000 ids read most of a 5 M-row registry); at 256 it stays near 256 k rows.
-REGISTRY_GRANULE_ROWS = 256
+# The registry is sorted and read by root id, not by batch id. Batch ids are hashes: a flush's
+# ids each landed in a granule of their own, so its read grew with the registry (23 -> 97 ms per
+# 1,000 ids from 0 to 10 M rows). A root's batches are adjacent under its root id, and a root id
+# starts with its process's euid, a UUIDv7: a flush of live processes' executions reads a few
+# granules at the registry's end, however long its history. The granule stays small for roots
+# that are not time-ordered (each then reads its own granule).
+REGISTRY_GRANULE_ROWS = 1024
 # Blocks whose insert_deduplication_token (or data hash) a fact table remembers: a repeated insert
 # of the same rows (a retried batch on another replica) is dropped by ClickHouse itself.
 DEDUP_WINDOW = 10_000
@@ -184,9 +188,9 @@ def create_registry(database: str) -> str:
 
     Rows are only ever added (erasure deletes a root's rows): a batch's winning digest is decided
     by reading them back, never by a lock (docs/boundary-facts.md, "Replicas"). Rows equal in key,
-    kind and digest collapse; rows of different digests stay, so a conflict stays visible. The
-    primary index stops at ``batch_id`` (what reads look up), which keeps its marks small at the
-    small granule a flat read needs (``REGISTRY_GRANULE_ROWS``).
+    kind and digest collapse; rows of different digests stay, so a conflict stays visible. Reads
+    look up every row of a flush's roots (``REGISTRY_GRANULE_ROWS``), so the primary index stops
+    at ``root_id``.
     """
     return (
         f"CREATE TABLE IF NOT EXISTS {q(database)}.{REGISTRY_TABLE} (\n"
@@ -195,9 +199,9 @@ def create_registry(database: str) -> str:
         "  kind LowCardinality(String), relation LowCardinality(String), catalog_version UInt32,\n"
         "  root_id String, content_digest String, rows UInt64, inserted_at DateTime64(6, 'UTC')\n"
         ") ENGINE = ReplacingMergeTree"
-        " ORDER BY (tenant_id, project_id, environment_id, generation, batch_id, kind, content_digest,"
-        " relation)"
-        " PRIMARY KEY (tenant_id, project_id, environment_id, generation, batch_id)"
+        " ORDER BY (tenant_id, project_id, environment_id, generation, root_id, batch_id, kind,"
+        " content_digest, relation)"
+        " PRIMARY KEY (tenant_id, project_id, environment_id, generation, root_id)"
         f" SETTINGS index_granularity = {REGISTRY_GRANULE_ROWS}"
     )
 

@@ -331,9 +331,9 @@ class FactStore:
 
     # --- ingest ----------------------------------------------------------------------------
 
-    def registered_batch(self, scope: BatchScope, batch_id: str) -> BatchState | None:
+    def registered_batch(self, scope: BatchScope, root_id: str, batch_id: str) -> BatchState | None:
         """The batch's visible state (its rows are queryable), or None."""
-        marks = self._registry(scope, [batch_id]).get(batch_id, BatchMarks())
+        marks = self._registry(scope, [root_id]).get(batch_id, BatchMarks())
         if not marks.visible:
             return None
         (relation, digest), nrows = min(marks.visible.items())
@@ -368,12 +368,18 @@ class FactStore:
         ).result_rows
         return {str(r[0]) for r in rows}
 
-    def _registry(self, scope: BatchScope, batch_ids: list[str]) -> dict[str, BatchMarks]:
+    def _registry(self, scope: BatchScope, root_ids: list[str]) -> dict[str, BatchMarks]:
+        """The claims and marks of every batch of these roots, by batch id.
+
+        Read by root, the registry's sort order (ddl.REGISTRY_GRANULE_ROWS): a batch id is
+        derived from its root id (spec: from the root id, relation and partition), so a root's
+        rows hold every writer's claims of its batches. A root's other batches come along and
+        are ignored by the caller; the list to parse is a flush's roots, not its batch ids."""
         rows = self.client.query(
             f"SELECT batch_id, kind, relation, content_digest, max(rows)"
             f" FROM {self._t(ddl.REGISTRY_TABLE)}"
             f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}}"
-            f" AND batch_id IN {_id_list(batch_ids)}"
+            f" AND root_id IN {_id_list(root_ids)}"
             " GROUP BY batch_id, kind, relation, content_digest",
             parameters=self._scope_params(scope),
         ).result_rows
@@ -462,8 +468,9 @@ class FactStore:
         erased: dict[BatchScope, set[str]] = {}
         winners: list[int] = []
         for scope, idx in by_scope.items():
-            erased[scope] = self._erased_roots(scope, sorted({items[i][0].root_id for i in idx}))
-            marks = self._registry(scope, sorted({items[i][0].batch_id for i in idx}))
+            roots = sorted({items[i][0].root_id for i in idx})
+            erased[scope] = self._erased_roots(scope, roots)
+            marks = self._registry(scope, roots)
             for i in idx:
                 ident = items[i][0]
                 if ident.root_id in erased[scope]:

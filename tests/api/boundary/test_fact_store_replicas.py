@@ -83,7 +83,7 @@ def test_the_same_batch_sent_to_both_replicas_at_once_is_visible_once(stores: li
         for s in stores:
             again = s.ingest_many([item])[0]
             assert isinstance(again, BatchState) and again.replayed and again.rows == 3
-            assert s.registered_batch(item[1], item[0].batch_id) == again
+            assert s.registered_batch(item[1], item[0].root_id, item[0].batch_id) == again
 
 
 def test_another_digest_under_one_batch_id_is_a_conflict_on_either_replica(stores: list[FactStore]) -> None:

@@ -1,6 +1,6 @@
-"""A registry written before its layout changed (``projection_batch_claims``, 8,192-row granules)
+"""A registry written before its layout changed (``projection_batch_registry``, sorted by batch id)
 moves into today's table on start: its batches replay and conflict as before, and only today's
-table, in its small-granule layout, is left."""
+table, sorted and read by root id, is left."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def test_an_earlier_registry_moves_into_todays_layout_and_keeps_deciding(
     assert earlier not in tables
     layout = tables[ddl.REGISTRY_TABLE]
     assert f"index_granularity = {ddl.REGISTRY_GRANULE_ROWS}" in layout
-    assert "PRIMARY KEY (tenant_id, project_id, environment_id, generation, batch_id)" in layout
-    state = store.registered_batch(scope, ident.batch_id)
+    assert "PRIMARY KEY (tenant_id, project_id, environment_id, generation, root_id)" in layout
+    state = store.registered_batch(scope, ident.root_id, ident.batch_id)
     assert state is not None and (state.content_digest, state.rows) == (ident.content_digest, 3)
     replay = store.ingest_many([(ident, scope, table)])[0]
     assert isinstance(replay, BatchState) and replay.replayed
