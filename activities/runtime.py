@@ -8,7 +8,6 @@ returns None (and says why) when the client certificate is missing.
 
 from __future__ import annotations
 
-import gc
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,16 +38,6 @@ class Identity:
     queue_url: str | None
     control_url: str | None
     operator_token: SecretStr | None  # a SecretStr so that no repr or log line shows it
-
-
-def tune_gc() -> None:
-    """Collect less often in a projecting process: decoding and assembling allocate millions of
-    short-lived objects, and with the default thresholds (700 allocations) the cyclic collector
-    took about a fifth of the worker's Python time (bench/projection.py). Start-up objects are frozen
-    so the collector no longer walks them."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 1000)
 
 
 class GenerationSwitch:

@@ -504,6 +504,7 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
     from api.boundary.deps import WorkloadCaller
     from api.boundary.routers.projection_batches import _parse_and_ingest_binary
     from api.boundary.settings import BoundarySettings
+    from api.common.process_gc import tune_gc
     from formats.batch_set_body import encode_batch_set
     from formats.object_keys import Scope
 
@@ -517,6 +518,7 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
         metastore_url=SecretStr(metastore), run_dir=tmp / "boundary", clickhouse_path=tmp / "chdb"
     )
     runtime = build_runtime(settings, with_workload_identity=False)
+    tune_gc()  # as Boundary's main does once it has started
     caller = WorkloadCaller(boot.deployment_id, boot.cell, boot.tenant_id)
     store = runtime.fact_store()
     # CPU of the store's ClickHouse calls by client method, and of the whole store call.

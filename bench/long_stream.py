@@ -40,8 +40,8 @@ from bucket_corpus import build_objects, upload  # noqa: E402
 from projection import NullSink  # type: ignore[import-not-found]  # noqa: E402
 
 from activities.projection_activities import ProjectionActivities  # noqa: E402
-from activities.runtime import tune_gc  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
+from api.common.process_gc import tune_gc  # noqa: E402
 from formats.contracts import projection as c  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402

@@ -52,8 +52,8 @@ from activities import projection_activities  # noqa: E402
 from activities.maintenance_activities import MaintenanceActivities  # noqa: E402
 from activities.projection.batches import build_batch_set, build_batches  # noqa: E402
 from activities.projection_activities import ProjectionActivities  # noqa: E402
-from activities.runtime import tune_gc  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
+from api.common.process_gc import tune_gc  # noqa: E402
 from formats.contracts import projection as c  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402

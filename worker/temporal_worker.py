@@ -44,8 +44,9 @@ from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 from activities.erasure import ErasureActivities
 from activities.maintenance_activities import MaintenanceActivities
 from activities.projection_activities import ProjectionActivities
-from activities.runtime import GenerationSwitch, Identity, build_projection_activities, tune_gc
+from activities.runtime import GenerationSwitch, Identity, build_projection_activities
 from activities.settings import ProjectionSettings, get_projection_settings
+from api.common.process_gc import tune_gc
 from api.common.temporal_rpc import is_transient
 from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c

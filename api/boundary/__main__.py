@@ -4,7 +4,6 @@ required) in one process, two uvicorn servers on one asyncio loop. Migrations ru
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import sys
 
@@ -12,6 +11,7 @@ import uvicorn
 
 from api.boundary.app import build_runtime, create_control_app, create_workload_app
 from api.boundary.settings import BoundarySettings
+from api.common.process_gc import tune_gc
 from api.common.tls_asgi import ClientCertH11Protocol
 from api.common.workload_identity import DevPki, ensure_dev_pki, server_ssl_kwargs
 
@@ -53,7 +53,7 @@ async def serve(settings: BoundarySettings) -> None:
     # The process owns its chdb path: create the fact tables now (idempotent DDL). In-process
     # users of server_configs (tests) open the store lazily on their own path instead.
     workload_cfg.app.state.runtime.fact_store()  # type: ignore[union-attr]
-    _tune_gc()
+    tune_gc()
     control, workload = uvicorn.Server(control_cfg), uvicorn.Server(workload_cfg)
     log.info(
         "boundary control on %s:%d, workload (mTLS) on %s:%d",
@@ -70,15 +70,6 @@ async def serve(settings: BoundarySettings) -> None:
     await asyncio.gather(*pending, return_exceptions=True)
     for task in done:
         task.result()
-
-
-def _tune_gc() -> None:
-    """A batch set allocates tens of thousands of short-lived objects (answers, registry rows);
-    with the default thresholds gen-2 collections walked every start-up object (FastAPI,
-    SQLAlchemy, pyarrow) again and again. Start-up objects are frozen, collections rarer."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 1000)
 
 
 def main() -> int:
