@@ -120,6 +120,29 @@ def test_the_first_digest_wins_whatever_the_replica_order(stores: list[FactStore
         assert _final_rows(stores[0], "rorder", first[0].root_id) == 3
 
 
+def test_a_roots_batches_are_decided_each_by_its_own_claims(stores: list[FactStore]) -> None:
+    """The registry is read by root (every batch of a flush's roots comes back): a batch is
+    decided by its own batch id's claims and marks, never by another batch of its root."""
+    store = stores[0]
+    whole = _item("rroot", 0, rows=3)
+    ident, scope, table = whole
+    # A second batch of the same root (partition 1), with rows of its own.
+    second_id = catalog.deterministic_row_id("projection_batch", ident.root_id, "calls_v1", 1)
+    assert second_id != ident.batch_id
+    second = (BatchIdentity(second_id, "calls_v1", 1, ident.root_id, "sha256:" + "1" * 64), scope, table[:1])
+    first = store.ingest_many([whole])[0]
+    assert isinstance(first, BatchState) and not first.replayed
+    # Read with the first batch's visible mark, the second is new: inserted, not a replay.
+    got = store.ingest_many([second])[0]
+    assert isinstance(got, BatchState) and not got.replayed and got.rows == 1
+    # Another digest under the first batch id is still a conflict; the second replays beside it.
+    other = (BatchIdentity(ident.batch_id, "calls_v1", 1, ident.root_id, "sha256:" + "2" * 64), scope, table)
+    conflict, replay = store.ingest_many([other, second])
+    assert isinstance(conflict, BatchRejected) and conflict.code == "batch_digest_conflict"
+    assert isinstance(replay, BatchState) and replay.replayed and replay.rows == 1
+    assert store.registered_batch(scope, ident.root_id, second_id) == replay
+
+
 def _inserts(store: FactStore, table: str) -> int:
     # Every insert takes the next block number, whatever merges did to the parts since.
     return int(
