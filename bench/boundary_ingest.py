@@ -201,23 +201,9 @@ class _ByBatchIdStore(FactStore):
     """The store reading the registry by batch id, as before 2026-12-04 (the baseline): the
     bench's batch ids are known from their roots."""
 
-    def _registry(self, scope: BatchScope, root_ids: list[str]) -> dict[str, Any]:
+    def _registry(self, scope: BatchScope, root_ids: list[str]) -> dict[str, BatchMarks]:
         wanted = sorted(b for r in root_ids for b in _root_batch_ids(r))
-        rows = self.client.query(
-            "SELECT batch_id, kind, relation, content_digest, max(rows)"
-            f" FROM {self._t(ddl.REGISTRY_TABLE)}"
-            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND batch_id IN {_id_list(wanted)}"
-            " GROUP BY batch_id, kind, relation, content_digest",
-            parameters=self._scope_params(scope),
-        ).result_rows
-        out: dict[str, Any] = {}
-        for bid, kind, rel, digest, nrows in rows:
-            marks = out.setdefault(str(bid), BatchMarks())
-            if kind == VISIBLE:
-                marks.visible[(str(rel), str(digest))] = int(nrows)
-            else:
-                marks.claims.add((str(rel), str(digest)))
-        return out
+        return self._marks(scope, f"batch_id IN {_id_list(wanted)}")
 
 
 def _root(execution: int) -> str:

@@ -375,11 +375,14 @@ class FactStore:
         derived from its root id (spec: from the root id, relation and partition), so a root's
         rows hold every writer's claims of its batches. A root's other batches come along and
         are ignored by the caller; the list to parse is a flush's roots, not its batch ids."""
+        return self._marks(scope, f"root_id IN {_id_list(root_ids)}")
+
+    def _marks(self, scope: BatchScope, where: str) -> dict[str, BatchMarks]:
+        """The registry's claims and marks in the scope's generation where ``where`` holds."""
         rows = self.client.query(
             f"SELECT batch_id, kind, relation, content_digest, max(rows)"
             f" FROM {self._t(ddl.REGISTRY_TABLE)}"
-            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}}"
-            f" AND root_id IN {_id_list(root_ids)}"
+            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND {where}"
             " GROUP BY batch_id, kind, relation, content_digest",
             parameters=self._scope_params(scope),
         ).result_rows
