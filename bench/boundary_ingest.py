@@ -55,7 +55,7 @@ from pydantic import SecretStr
 from api.boundary.facts import ddl
 from api.boundary.facts.batch_check import BatchRejected, BatchScope, body_digest
 from api.boundary.facts.batch_registry import CLAIM, VISIBLE, BatchMarks
-from api.boundary.facts.store import BatchIdentity, FactStore, RowSlice, _id_list, registry_table
+from api.boundary.facts.store import BatchIdentity, FactStore, RowSlice, registry_table
 from formats import catalog
 from formats.ids import ThreadRef, uuid7_bytes
 
@@ -203,7 +203,7 @@ class _ByBatchIdStore(FactStore):
 
     def _registry(self, scope: BatchScope, root_ids: list[str]) -> dict[str, BatchMarks]:
         wanted = sorted(b for r in root_ids for b in _root_batch_ids(r))
-        return self._marks(scope, f"batch_id IN {_id_list(wanted)}")
+        return self._marks(scope, "batch_id", wanted)
 
 
 def _root(execution: int) -> str:
@@ -290,9 +290,11 @@ def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
             for _ in range(flushes):
                 roots = [_root(fresh + i) for i in range(max(1, flush_batches // BATCHES_PER_ROOT))]
                 fresh += len(roots)
-                items = []
-                for root in roots:
-                    items += [_batch(scope, 0, root=root, partition=p) for p in range(BATCHES_PER_ROOT)]
+                items = [
+                    _batch(scope, 0, root=root, partition=p)
+                    for root in roots
+                    for p in range(BATCHES_PER_ROOT)
+                ]
                 w0, c0 = time.perf_counter(), time.process_time()
                 results = store.ingest_many(items)
                 walls.append(time.perf_counter() - w0)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import clickhouse_connect
 import pyarrow as pa
@@ -375,14 +375,16 @@ class FactStore:
         derived from its root id (spec: from the root id, relation and partition), so a root's
         rows hold every writer's claims of its batches. A root's other batches come along and
         are ignored by the caller; the list to parse is a flush's roots, not its batch ids."""
-        return self._marks(scope, f"root_id IN {_id_list(root_ids)}")
+        return self._marks(scope, "root_id", root_ids)
 
-    def _marks(self, scope: BatchScope, where: str) -> dict[str, BatchMarks]:
-        """The registry's claims and marks in the scope's generation where ``where`` holds."""
+    def _marks(
+        self, scope: BatchScope, key: Literal["root_id", "batch_id"], ids: list[str]
+    ) -> dict[str, BatchMarks]:
+        """The registry's claims and marks in the scope's generation whose ``key`` is one of ``ids``."""
         rows = self.client.query(
             f"SELECT batch_id, kind, relation, content_digest, max(rows)"
             f" FROM {self._t(ddl.REGISTRY_TABLE)}"
-            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND {where}"
+            f" WHERE {self._SCOPE_SQL} AND generation = {{gen:UInt64}} AND {key} IN {_id_list(ids)}"
             " GROUP BY batch_id, kind, relation, content_digest",
             parameters=self._scope_params(scope),
         ).result_rows
