@@ -72,6 +72,8 @@ class Timed:
         self.cpu: dict[str, float] = cpu if cpu is not None else defaultdict(float)
         self.lock = threading.Lock()
         self._wrapped: list[tuple[Any, str, Any]] = []
+        # (finished at, bucket, thread CPU) per call: where a window's CPU went (--shape small).
+        self.events: list[tuple[float, str, float]] = []
 
     def unwrap(self) -> None:
         """Put the original methods back (the baseline run after the measured one is not counted)."""
@@ -89,9 +91,12 @@ class Timed:
             try:
                 return inner(*a, **kw)
             finally:
+                cpu = time.thread_time() - c0
+                end = time.perf_counter()
                 with self.lock:
-                    self.totals[bucket] += time.perf_counter() - t0
-                    self.cpu[bucket] += time.thread_time() - c0
+                    self.totals[bucket] += end - t0
+                    self.cpu[bucket] += cpu
+                    self.events.append((end, bucket, cpu))
 
         setattr(obj, name, timed)
 
@@ -140,11 +145,21 @@ class NullSink:
         return None
 
 
-def print_windows(per_object: list[tuple[float, float]], start: float, window: int) -> None:
-    """Meta objects per second and activity-thread CPU per object, first and last ``window`` objects."""
+def print_windows(
+    per_object: list[tuple[float, float]],
+    start: float,
+    window: int,
+    events: list[tuple[float, str, float]],
+    process_cpu: list[tuple[float, float]],
+    cpu_start: float,
+) -> None:
+    """Meta objects per second and activity-thread CPU per object, first and last ``window``
+    objects, and that CPU by phase (the calls that finished inside each window)."""
     done = sorted(per_object)
     window = min(window, len(done) // 2) or 1
     figures = []
+    phases: list[dict[str, float]] = []
+    all_cpu: list[float] = []
     for name, part, before in (
         ("first", done[:window], start),
         ("last", done[-window:], done[-window - 1][0] if len(done) > window else start),
@@ -152,11 +167,29 @@ def print_windows(per_object: list[tuple[float, float]], start: float, window: i
         wall = part[-1][0] - before
         cpu_ms = 1000 * sum(cpu for _, cpu in part) / len(part)
         figures.append((len(part) / wall, cpu_ms))
+        by_phase: dict[str, float] = defaultdict(float)
+        for at, bucket, cpu in events:
+            if before < at <= part[-1][0]:
+                by_phase[bucket] += 1000 * cpu / len(part)
+        phases.append(by_phase)
+        # The worker's CPU (every thread) from the window's start to its last object.
+        inside = [cpu for at, cpu in process_cpu if at <= part[-1][0]]
+        earlier = [cpu for at, cpu in process_cpu if at <= before]
+        all_ms = 1000 * (max(inside) - (max(earlier) if earlier else cpu_start)) / len(part)
+        all_cpu.append(all_ms)
         print(
             f"  {name} {len(part)} meta objects: {len(part) / wall:.1f} objects/s, {cpu_ms:.1f} ms CPU/object"
+            f" in the activity threads, {all_ms:.1f} ms in all the worker's threads"
         )
     (rate0, cpu0), (rate1, cpu1) = figures
-    print(f"  ratio last/first: objects/s {rate1 / rate0:.2f}, CPU/object {cpu1 / cpu0:.2f}")
+    print(
+        f"  ratio last/first: objects/s {rate1 / rate0:.2f}, CPU/object {cpu1 / cpu0:.2f}"
+        f" (activity threads), {all_cpu[1] / all_cpu[0]:.2f} (all threads)"
+    )
+    first, last = phases
+    for bucket in sorted(set(first) | set(last), key=lambda b: -last.get(b, 0.0)):
+        a, b = first.get(bucket, 0.0), last.get(bucket, 0.0)
+        print(f"    {bucket:26s} first {a:6.2f}  last {b:6.2f} ms CPU/object  ({b / a if a else 0:.2f}x)")
 
 
 def print_batch_paths(captured: list[Any], n: int) -> None:
@@ -286,14 +319,19 @@ def main() -> None:
         c0 = time.process_time()
         kids0 = _children_cpu()
         threads0 = _threads_cpu()
-        projection_t0 = t0
+        projection_t0, projection_c0 = t0, c0
         outcomes: Counter[str] = Counter()
         per_object: list[tuple[float, float]] = []  # (finished at, thread CPU) per meta object
+
+        # (finished at, the worker's CPU so far, all threads): the window's whole cost, the
+        # committer's upkeep and Lance's pools included, which the activity threads' CPU leaves out.
+        process_cpu: list[tuple[float, float]] = []
 
         def project(key: str) -> c.ProjectMetaResult:
             c1 = time.thread_time()
             result = acts.project_meta_object(c.ProjectMetaInput(key, 1))
             per_object.append((time.perf_counter(), time.thread_time() - c1))
+            process_cpu.append((time.perf_counter(), time.process_time()))
             return result
 
         # The worker runs activities on a thread pool (8 threads): --concurrency mirrors it.
@@ -345,7 +383,7 @@ def main() -> None:
 
         print(f"executions projected: {n} ({dict(outcomes)}), mean spans/execution {spans:.1f}")
         if args.shape == "small":
-            print_windows(per_object, projection_t0, args.window)
+            print_windows(per_object, projection_t0, args.window, t.events, process_cpu, projection_c0)
         print(f"meta objects: {len(up.meta_keys)}, packs: {len(up.pack_keys)} (pack ingest {packs_s:.2f} s)")
         print(
             f"projection ({args.concurrency} activity threads): {total:.2f} s"
