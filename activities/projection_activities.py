@@ -145,6 +145,7 @@ class ProjectionActivities:
             interval_s=settings.commit_interval_s,
             max_fragments=settings.max_fragments,
             retain_s=settings.commit_retain_s,
+            cleanup_interval_s=settings.commit_cleanup_interval_s,
         )
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
         self._gate = WorkGate(settings.executions_in_flight)

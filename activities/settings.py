@@ -89,6 +89,14 @@ class ProjectionSettings(DeploymentSettings):
         ge=0,
         description="The committer keeps Lance versions this long (readers bound to a version need it).",
     )
+    commit_cleanup_interval_s: float = Field(
+        default=300.0,
+        ge=0,
+        description=(
+            "The committer removes a dataset's versions older than commit_retain_s at most this often"
+            " (a removal reads every version kept)."
+        ),
+    )
     activity_threads: int = Field(
         default=256,
         ge=1,

@@ -9,13 +9,26 @@ probes the new rows' keys through the index on the column they derive from and a
 the process CPU (Lance's threads included) and wall time per commit, then the ratio.
 
     .venv/bin/python bench/lance_merge.py [--sizes 10000,100000,1000000] [--commits 20] [--rows 50]
+
+``--upkeep`` measures the committer's cost per commit as versions pile up, on moto (the embedded
+stack's S3, in a process of its own): a ``LanceCommitter`` (cadence skipped, default upkeep) takes
+``--commits`` commits of ``--rows`` new rows into a fresh dataset, two ways in the same run, each
+on its own dataset: old versions removed at every compaction (the committer before) and at most
+once per ``cleanup_interval_s`` (now). No version gets older than the committer's ``retain_s``
+(600 s) within the run, so the versions held grow as a dataset committed once a second holds them
+over ten minutes (and twice that with two workers). Per window of ``--window`` commits it prints
+the versions held and the CPU per commit of this process and of moto.
+
+    .venv/bin/python bench/lance_merge.py --upkeep [--commits 1200] [--window 200] [--rows 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,8 +39,14 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402
 
+from activities.lance_committer import LanceCommitter  # noqa: E402
 from api.dataplane import lance_store  # noqa: E402
-from api.dataplane.lance_store import DATASETS, LanceStore, create_missing_indexes, dataset_schema  # noqa: E402
+from api.dataplane.lance_store import (  # noqa: E402
+    DATASETS,
+    LanceStore,
+    create_missing_indexes,
+    dataset_schema,
+)
 from formats.object_keys import Scope  # noqa: E402
 
 SCOPE = Scope("ten_bench", "prj_bench", "env_bench")
@@ -78,12 +97,71 @@ def one_commit(store: LanceStore, table: pa.Table) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
+def _moto_cpu(proc: subprocess.Popen[bytes]) -> float:
+    stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def upkeep_windows(
+    store: LanceStore, scope: Scope, moto: subprocess.Popen[bytes], args: argparse.Namespace, interval: float
+) -> list[tuple[int, float, float]]:
+    """(versions held, this process's CPU ms, moto's CPU ms) per commit, per window of commits."""
+    committer = LanceCommitter(store, interval_s=0.0, cleanup_interval_s=interval)
+    out: list[tuple[int, float, float]] = []
+    try:
+        for start in range(0, args.commits, args.window):
+            cpu, moto_cpu = time.process_time(), _moto_cpu(moto)
+            for i in range(start, start + args.window):
+                committer.merge(scope, DATASET, leaves(i * LEAVES_PER_EXECUTION, args.rows))
+            cpu, moto_cpu = time.process_time() - cpu, _moto_cpu(moto) - moto_cpu
+            ds = store.open(scope, DATASET)
+            assert ds is not None
+            out.append((len(ds.versions()), 1000 * cpu / args.window, 1000 * moto_cpu / args.window))
+    finally:
+        committer.close()
+    return out
+
+
+def upkeep(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
+    import conftest as fx
+
+    port = fx.free_port()
+    moto = fx.start_moto_process(port)
+    try:
+        endpoint = fx.Moto(f"http://127.0.0.1:{port}")
+        endpoint.client("s3").create_bucket(Bucket="bench-upkeep")
+        store = fx.make_lance(endpoint, "bench-upkeep")
+        every = upkeep_windows(store, Scope("ten_a", "prj_a", "env_a"), moto, args, 0.0)
+        spaced = upkeep_windows(store, Scope("ten_b", "prj_b", "env_b"), moto, args, 300.0)
+    finally:
+        moto.terminate()
+        moto.wait(10)
+    print(f"{DATASET}: CPU per commit of {args.rows} rows through the committer, upkeep included (ms)")
+    print("           old versions removed at every compaction | at most every 300 s")
+    print("  commits  versions   worker    moto | versions   worker    moto | worker+moto ratio")
+    for n, ((v0, w0, m0), (v1, w1, m1)) in enumerate(zip(every, spaced, strict=True), start=1):
+        print(
+            f"  {n * args.window:>7,} {v0:>9} {w0:>8.1f} {m0:>7.1f} | {v1:>8} {w1:>8.1f} {m1:>7.1f}"
+            f" | {(w1 + m1) / (w0 + m0):.2f}x"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000,1000000", help="dataset sizes in rows, comma-separated")
-    ap.add_argument("--commits", type=int, default=20, help="commits per path and size")
+    ap.add_argument(
+        "--commits", type=int, default=None, help="commits per path and size (20); --upkeep: per way (1200)"
+    )
     ap.add_argument("--rows", type=int, default=50, help="new rows per commit (one execution's leaves)")
+    ap.add_argument("--upkeep", action="store_true", help="the committer's cost as versions pile up")
+    ap.add_argument("--window", type=int, default=200, help="--upkeep: commits per printed window")
     args = ap.parse_args()
+    if args.upkeep:
+        args.commits = args.commits or 1200
+        upkeep(args)
+        return
+    args.commits = args.commits or 20
     probing = DATASETS[DATASET]
     joining = dataclasses.replace(probing, probe=None)
     print(f"{DATASET}: CPU (ms, process) and wall (ms) per commit of {args.rows} new rows, median")

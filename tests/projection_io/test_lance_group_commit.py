@@ -113,7 +113,7 @@ def test_commits_keep_their_cadence_and_carry_everything_queued(tmp_path: Path) 
 
 def test_fragments_stay_bounded_while_rows_arrive(tmp_path: Path) -> None:
     store = LanceStore(root=tmp_path)
-    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0)
+    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0, cleanup_interval_s=0.0)
     for i in range(12):
         committer.merge(SCOPE, "cid_refs_v1", _refs(i))
     ds = store.open(SCOPE, "cid_refs_v1")
@@ -124,11 +124,32 @@ def test_fragments_stay_bounded_while_rows_arrive(tmp_path: Path) -> None:
     assert len(keys) == len(set(keys)) == 12 * 20 + 5
 
 
+def test_old_versions_are_removed_at_most_once_per_cleanup_interval(tmp_path: Path) -> None:
+    # A removal reads every version kept: at each compaction it cost the versions held.
+    store = LanceStore(root=tmp_path)
+    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0, cleanup_interval_s=3600)
+    for i in range(12):
+        committer.merge(SCOPE, "cid_refs_v1", _refs(i))
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None
+    assert committer.stats.compactions >= 2 and committer.stats.cleanups == 1
+    kept = len(ds.versions())
+    assert kept > 12  # every commit after the first removal is still there
+    committer.cleanup_interval_s = 0.0
+    committer.merge(SCOPE, "cid_refs_v1", _refs(12))
+    while committer.stats.cleanups == 1:  # due again: removed at the next compaction
+        committer.merge(SCOPE, "cid_refs_v1", _refs(13 + committer.stats.commits))
+    ds = store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None and len(ds.versions()) < kept
+    keys = ds.to_table(columns=["cid"])["cid"].to_pylist()
+    assert len(keys) == len(set(keys))
+
+
 def test_a_new_dataset_gets_its_lookup_indexes_with_its_first_compaction(tmp_path: Path) -> None:
     # Lookups by key go through an index from the first compaction on, not after the hourly
     # IndexAndCompact; later rows are folded into it at the same cadence.
     store = LanceStore(root=tmp_path)
-    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0)
+    committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0, cleanup_interval_s=0.0)
     for i in range(6):
         committer.merge(SCOPE, "cid_refs_v1", _refs(i))
     ds = store.open(SCOPE, "cid_refs_v1")
@@ -155,6 +176,7 @@ def _leaves_after_a_tick(
             interval_s=0.0,
             max_fragments=2,
             retain_s=0.0,
+            cleanup_interval_s=0.0,
             query_fold_rows=query_fold_rows,
             ngram_fold_rows=ngram_fold_rows,
         )
@@ -210,7 +232,7 @@ def test_a_query_index_fold_does_not_hold_the_datasets_commits(tmp_path: Path, m
     # ledger commits behind them) would wait for it. The fold runs on its own thread; rows that
     # arrive meanwhile are folded by it before it ends.
     store = LanceStore(root=tmp_path)
-    first = LanceCommitter(store, interval_s=0.0, max_fragments=2, retain_s=0.0)
+    first = LanceCommitter(store, interval_s=0.0, max_fragments=2, retain_s=0.0, cleanup_interval_s=0.0)
     for i in range(4):
         first.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
     first.close()
@@ -226,7 +248,13 @@ def test_a_query_index_fold_does_not_hold_the_datasets_commits(tmp_path: Path, m
 
     monkeypatch.setattr(lance_committer, "fold_new_rows", held)
     committer = LanceCommitter(
-        store, interval_s=0.0, max_fragments=2, retain_s=0.0, query_fold_rows=1, ngram_fold_rows=1
+        store,
+        interval_s=0.0,
+        max_fragments=2,
+        retain_s=0.0,
+        cleanup_interval_s=0.0,
+        query_fold_rows=1,
+        ngram_fold_rows=1,
     )
     for i in range(4, 7):
         committer.merge(SCOPE, "value_leaves_v1", leaf_rows(i * 10, 10))
