@@ -19,7 +19,7 @@ once per ``cleanup_interval_s`` (now). No version gets older than the committer'
 over ten minutes (and twice that with two workers). Per window of ``--window`` commits it prints
 the versions held and the CPU per commit of this process and of moto.
 
-    .venv/bin/python bench/lance_merge.py --upkeep [--commits 1200] [--window 200] [--rows 5]
+    .venv/bin/python bench/lance_merge.py --upkeep [--commits 1200] [--window 200] [--rows 50]
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 
 from activities.lance_committer import LanceCommitter  # noqa: E402
+from activities.settings import ProjectionSettings  # noqa: E402
 from api.dataplane import lance_store  # noqa: E402
 from api.dataplane.lance_store import (  # noqa: E402
     DATASETS,
@@ -53,6 +54,7 @@ SCOPE = Scope("ten_bench", "prj_bench", "env_bench")
 DATASET = "value_leaves_v1"
 LEAVES_PER_EXECUTION = 100
 LOAD_CHUNK = 200_000
+CLEANUP_INTERVAL_S = float(ProjectionSettings.model_fields["commit_cleanup_interval_s"].default)
 
 
 def leaves(first: int, n: int, execution_base: int = 0) -> pa.Table:
@@ -133,12 +135,12 @@ def upkeep(args: argparse.Namespace) -> None:
         endpoint.client("s3").create_bucket(Bucket="bench-upkeep")
         store = fx.make_lance(endpoint, "bench-upkeep")
         every = upkeep_windows(store, Scope("ten_a", "prj_a", "env_a"), moto, args, 0.0)
-        spaced = upkeep_windows(store, Scope("ten_b", "prj_b", "env_b"), moto, args, 300.0)
+        spaced = upkeep_windows(store, Scope("ten_b", "prj_b", "env_b"), moto, args, CLEANUP_INTERVAL_S)
     finally:
         moto.terminate()
         moto.wait(10)
     print(f"{DATASET}: CPU per commit of {args.rows} rows through the committer, upkeep included (ms)")
-    print("           old versions removed at every compaction | at most every 300 s")
+    print(f"           old versions removed at every compaction | at most every {CLEANUP_INTERVAL_S:.0f} s")
     print("  commits  versions   worker    moto | versions   worker    moto | worker+moto ratio")
     for n, ((v0, w0, m0), (v1, w1, m1)) in enumerate(zip(every, spaced, strict=True), start=1):
         print(
