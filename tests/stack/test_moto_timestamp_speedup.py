@@ -54,7 +54,7 @@ def test_every_timestamp_serializes_as_before(restore: None) -> None:
     assert _serialized() == before
 
 
-def test_moto_s_own_text_takes_the_fast_path(restore: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_motos_own_text_takes_the_fast_path(restore: None, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
 
     def counting(value: object) -> datetime:
