@@ -195,14 +195,14 @@ class LanceCommitter:
                 assert ds is not None
             fold_new_rows(ds, dataset, dict.fromkeys(lookup, 1))
             last = self._cleaned.get(key)
-            if last is None or time.monotonic() - last >= self.cleanup_interval_s:
+            cleanup = last is None or time.monotonic() - last >= self.cleanup_interval_s
+            if cleanup:
                 ds.cleanup_old_versions(
                     older_than=timedelta(seconds=self.retain_s), error_if_tagged_old_versions=False
                 )
                 self._cleaned[key] = time.monotonic()
-                with self._lock:
-                    self.stats.cleanups += 1
             with self._lock:
+                self.stats.cleanups += cleanup
                 self.stats.compactions += 1
                 self.stats.maintenance_s += time.perf_counter() - t0
         except Exception as exc:

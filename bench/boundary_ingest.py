@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 import clickhouse_connect
 import pyarrow as pa
+from proc_cpu import process_cpu
 from pydantic import SecretStr
 
 from api.boundary.facts import ddl
@@ -309,11 +310,6 @@ def registry_growth(sizes: list[int], flush_batches: int, flushes: int) -> None:
             )
 
 
-def _proc_cpu(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _boundary_pid() -> int:
     """The Boundary subprocess this process started (the test fixture keeps no handle)."""
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
@@ -453,9 +449,9 @@ def wire(executions: int, meta_per_request: int) -> None:
             for encoding, generation in encodings.items():
                 batches = by_gen[generation][k]
                 sink.encoding = encoding
-                b0, s0 = _proc_cpu(pid), time.process_time()
+                b0, s0 = process_cpu(pid), time.process_time()
                 errors = [e for e in sink.answers(scope, batches) if e is not None]
-                cpu[encoding] += _proc_cpu(pid) - b0
+                cpu[encoding] += process_cpu(pid) - b0
                 sender[encoding] += time.process_time() - s0
                 if errors:
                     raise errors[0]

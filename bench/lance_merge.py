@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402
+from proc_cpu import process_cpu  # noqa: E402
 
 from activities.lance_committer import LanceCommitter  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
@@ -99,11 +99,6 @@ def one_commit(store: LanceStore, table: pa.Table) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def _moto_cpu(proc: subprocess.Popen[bytes]) -> float:
-    stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def upkeep_windows(
     store: LanceStore, scope: Scope, moto: subprocess.Popen[bytes], args: argparse.Namespace, interval: float
 ) -> list[tuple[int, float, float]]:
@@ -112,10 +107,10 @@ def upkeep_windows(
     out: list[tuple[int, float, float]] = []
     try:
         for start in range(0, args.commits, args.window):
-            cpu, moto_cpu = time.process_time(), _moto_cpu(moto)
+            cpu, moto_cpu = time.process_time(), process_cpu(moto.pid)
             for i in range(start, start + args.window):
                 committer.merge(scope, DATASET, leaves(i * LEAVES_PER_EXECUTION, args.rows))
-            cpu, moto_cpu = time.process_time() - cpu, _moto_cpu(moto) - moto_cpu
+            cpu, moto_cpu = time.process_time() - cpu, process_cpu(moto.pid) - moto_cpu
             ds = store.open(scope, DATASET)
             assert ds is not None
             out.append((len(ds.versions()), 1000 * cpu / args.window, 1000 * moto_cpu / args.window))

@@ -146,26 +146,28 @@ class NullSink:
 
 
 def print_windows(
-    per_object: list[tuple[float, float]],
+    per_object: list[tuple[float, float, float]],
     start: float,
     window: int,
     events: list[tuple[float, str, float]],
-    process_cpu: list[tuple[float, float]],
     cpu_start: float,
 ) -> None:
     """Meta objects per second and activity-thread CPU per object, first and last ``window``
-    objects, and that CPU by phase (the calls that finished inside each window)."""
+    objects, that CPU by phase (the calls that finished inside each window), and the worker's CPU
+    over all its threads per object (``per_object``: finished at, thread CPU, process CPU then)."""
     done = sorted(per_object)
     window = min(window, len(done) // 2) or 1
     figures = []
     phases: list[dict[str, float]] = []
     all_cpu: list[float] = []
-    for name, part, before in (
-        ("first", done[:window], start),
-        ("last", done[-window:], done[-window - 1][0] if len(done) > window else start),
+    # Each window starts where the object before it finished (the projection's start for the first).
+    opening = (start, 0.0, cpu_start)
+    for name, part, (before, _, cpu_before) in (
+        ("first", done[:window], opening),
+        ("last", done[-window:], done[-window - 1] if len(done) > window else opening),
     ):
         wall = part[-1][0] - before
-        cpu_ms = 1000 * sum(cpu for _, cpu in part) / len(part)
+        cpu_ms = 1000 * sum(cpu for _, cpu, _ in part) / len(part)
         figures.append((len(part) / wall, cpu_ms))
         by_phase: dict[str, float] = defaultdict(float)
         for at, bucket, cpu in events:
@@ -173,9 +175,7 @@ def print_windows(
                 by_phase[bucket] += 1000 * cpu / len(part)
         phases.append(by_phase)
         # The worker's CPU (every thread) from the window's start to its last object.
-        inside = [cpu for at, cpu in process_cpu if at <= part[-1][0]]
-        earlier = [cpu for at, cpu in process_cpu if at <= before]
-        all_ms = 1000 * (max(inside) - (max(earlier) if earlier else cpu_start)) / len(part)
+        all_ms = 1000 * (part[-1][2] - cpu_before) / len(part)
         all_cpu.append(all_ms)
         print(
             f"  {name} {len(part)} meta objects: {len(part) / wall:.1f} objects/s, {cpu_ms:.1f} ms CPU/object"
@@ -321,17 +321,14 @@ def main() -> None:
         threads0 = _threads_cpu()
         projection_t0, projection_c0 = t0, c0
         outcomes: Counter[str] = Counter()
-        per_object: list[tuple[float, float]] = []  # (finished at, thread CPU) per meta object
-
-        # (finished at, the worker's CPU so far, all threads): the window's whole cost, the
-        # committer's upkeep and Lance's pools included, which the activity threads' CPU leaves out.
-        process_cpu: list[tuple[float, float]] = []
+        # Per meta object: finished at, its thread's CPU, and the worker's CPU so far over all its
+        # threads (a window's whole cost: the committer's upkeep and Lance's pools included).
+        per_object: list[tuple[float, float, float]] = []
 
         def project(key: str) -> c.ProjectMetaResult:
             c1 = time.thread_time()
             result = acts.project_meta_object(c.ProjectMetaInput(key, 1))
-            per_object.append((time.perf_counter(), time.thread_time() - c1))
-            process_cpu.append((time.perf_counter(), time.process_time()))
+            per_object.append((time.perf_counter(), time.thread_time() - c1, time.process_time()))
             return result
 
         # The worker runs activities on a thread pool (8 threads): --concurrency mirrors it.
@@ -383,14 +380,14 @@ def main() -> None:
 
         print(f"executions projected: {n} ({dict(outcomes)}), mean spans/execution {spans:.1f}")
         if args.shape == "small":
-            print_windows(per_object, projection_t0, args.window, t.events, process_cpu, projection_c0)
+            print_windows(per_object, projection_t0, args.window, t.events, projection_c0)
         print(f"meta objects: {len(up.meta_keys)}, packs: {len(up.pack_keys)} (pack ingest {packs_s:.2f} s)")
         print(
             f"projection ({args.concurrency} activity threads): {total:.2f} s"
             f" -> {n / total:.0f} executions/s (target >= 500);"
             f" worker CPU {cpu:.2f} s ({1000 * cpu / max(1, n):.2f} ms/execution)"
         )
-        activity_cpu = sum(cpu for _, cpu in per_object)
+        activity_cpu = sum(cpu for _, cpu, _ in per_object)
         print(
             f"  of which activity threads {1000 * activity_cpu / max(1, n):.2f} ms/execution,"
             f" other threads (Lance, committer, S3 pool, sink) {1000 * (cpu - activity_cpu) / max(1, n):.2f}"
