@@ -86,6 +86,7 @@ def build_projection_activities(
         return None
     client = BoundaryClient(ws.boundary_workload_url, tls, identity.deployment_id, identity.cell)
     lance = LanceStore.in_bucket(ws.bucket, ws)
+    lance.write_base_ttl_s = ps.commit_write_base_ttl_s
     acts = ProjectionActivities(
         s3=object_store_client(ws),
         bucket=ws.bucket,

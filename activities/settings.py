@@ -97,6 +97,14 @@ class ProjectionSettings(DeploymentSettings):
             " (a removal reads every version kept)."
         ),
     )
+    commit_write_base_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description=(
+            "A Lance write starts from the version the worker's own last commit of the dataset left"
+            " while it is this young, instead of looking for the newest first (0: always look)."
+        ),
+    )
     activity_threads: int = Field(
         default=256,
         ge=1,

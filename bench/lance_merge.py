@@ -20,6 +20,15 @@ over ten minutes (and twice that with two workers). Per window of ``--window`` c
 the versions held and the CPU per commit of this process and of moto.
 
     .venv/bin/python bench/lance_merge.py --upkeep [--commits 1200] [--window 200] [--rows 50]
+
+``--write-base`` measures where a commit starts, on moto: two committers (default upkeep, cadence
+skipped), each with a store of its own and its own dataset, take turns at windows of
+``--window`` commits. One store looks for the newest version before every write (the missing
+next version, then the known one: ``write_base_ttl_s=0``), the other starts from the handle its
+own last commit left (``LanceStore._write_base``). Per window it prints the CPU per commit of this
+process and of moto, and the wall time per commit.
+
+    .venv/bin/python bench/lance_merge.py --write-base [--commits 600] [--window 100] [--rows 50]
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,6 +154,53 @@ def upkeep(args: argparse.Namespace) -> None:
         )
 
 
+def write_base(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
+    import conftest as fx
+
+    port = fx.free_port()
+    moto = fx.start_moto_process(port)
+    ways = {"newest first": 0.0, "own last commit": lance_store.WRITE_BASE_TTL_S}
+    # per way: (this process's CPU, moto's CPU, wall) in ms per commit, per window
+    figures: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
+    try:
+        endpoint = fx.Moto(f"http://127.0.0.1:{port}")
+        endpoint.client("s3").create_bucket(Bucket="bench-write-base")
+        committers = {}
+        for way, ttl in ways.items():
+            store = fx.make_lance(endpoint, "bench-write-base")
+            store.write_base_ttl_s = ttl
+            committers[way] = LanceCommitter(store, interval_s=0.0)
+        scopes = {way: Scope(f"ten_{n}", "prj_wb", "env_wb") for n, way in enumerate(ways)}
+        for start in range(0, args.commits, args.window):
+            for way, committer in committers.items():
+                cpu, moto_cpu, wall = time.process_time(), process_cpu(moto.pid), time.perf_counter()
+                for i in range(start, start + args.window):
+                    committer.merge(scopes[way], DATASET, leaves(i * LEAVES_PER_EXECUTION, args.rows))
+                cpu, moto_cpu = time.process_time() - cpu, process_cpu(moto.pid) - moto_cpu
+                wall = time.perf_counter() - wall
+                figures[way].append(tuple(1000 * x / args.window for x in (cpu, moto_cpu, wall)))  # type: ignore[arg-type]
+        for committer in committers.values():
+            committer.close()
+    finally:
+        moto.terminate()
+        moto.wait(10)
+    old, new = (figures[way] for way in ways)
+    print(f"{DATASET}: per commit of {args.rows} rows through the committer (ms), windows taken in turns")
+    print("           newest version first | own last commit's handle | ratio")
+    print("  commits  worker   moto   wall   |  worker   moto   wall   |  worker  moto  wall")
+
+    def line(label: str, a: Sequence[float], b: Sequence[float]) -> str:
+        ratios = "  ".join(f"{y / x:.2f}" for x, y in zip(a, b, strict=True))
+        way = [" ".join(f"{x:>{w}.1f}" for x, w in zip(f, (7, 6, 6), strict=True)) for f in (a, b)]
+        return f"  {label:>7} {way[0]}   | {way[1]}   |  {ratios}"
+
+    for n, (a, b) in enumerate(zip(old, new, strict=True), start=1):
+        print(line(f"{n * args.window:,}", a, b))
+    mean = [statistics.fmean(column) for column in zip(*old, strict=True)]
+    print(line("all", mean, [statistics.fmean(column) for column in zip(*new, strict=True)]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000,1000000", help="dataset sizes in rows, comma-separated")
@@ -152,8 +209,19 @@ def main() -> None:
     )
     ap.add_argument("--rows", type=int, default=50, help="new rows per commit (one execution's leaves)")
     ap.add_argument("--upkeep", action="store_true", help="the committer's cost as versions pile up")
-    ap.add_argument("--window", type=int, default=200, help="--upkeep: commits per printed window")
+    ap.add_argument(
+        "--window", type=int, default=None, help="--upkeep (200), --write-base (100): commits per window"
+    )
+    ap.add_argument(
+        "--write-base", action="store_true", help="where a commit starts: newest version or own last"
+    )
     args = ap.parse_args()
+    if args.write_base:
+        args.commits = args.commits or 600
+        args.window = args.window or 100
+        write_base(args)
+        return
+    args.window = args.window or 200
     if args.upkeep:
         args.commits = args.commits or 1200
         upkeep(args)

@@ -232,6 +232,12 @@ def main() -> None:
     )
     ap.add_argument("--concurrency", type=int, default=1, help="meta objects projected at once (worker: 8)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument(
+        "--write-base-ttl",
+        type=float,
+        default=None,
+        help="LanceStore.write_base_ttl_s (0: every write looks for the newest version first)",
+    )
     ap.add_argument("--profile-out", help="also dump the baseline's cProfile stats to this file")
     ap.add_argument(
         "--default-gc", action="store_true", help="keep Python's GC thresholds (the worker tunes them)"
@@ -276,6 +282,8 @@ def main() -> None:
         up = build_objects(tmp / "profile", boundary.scope)
         upload(s3, bucket, up)
         lance = fx.make_lance(m, bucket)
+        if args.write_base_ttl is not None:
+            lance.write_base_ttl_s = args.write_base_ttl
         totals: dict[str, float] = defaultdict(float)
         client = boundary.client()
         # The worker's own settings: the committer at its production cadence.
