@@ -56,6 +56,7 @@ LATEST_PROBES = 8  # newer versions LanceStore.open tries one by one before it l
 # How long a write may start from the version this store's own last commit of a dataset left,
 # instead of looking for the newest version first (``LanceStore._write_base``).
 WRITE_BASE_TTL_S = 5.0
+WRITE_BASES_HELD = 64  # past this many datasets' handles, expired ones are dropped as new ones come
 MAINTENANCE_ATTEMPTS = 4  # per step of index_and_compact that can lose a commit race
 # The shared session's caches (per store, so per process): a worker's hot index pages and footers fit.
 INDEX_CACHE_BYTES = 512 << 20
@@ -497,8 +498,14 @@ class LanceStore:
         if self.write_base_ttl_s <= 0:
             return
         uri = self.uri(scope, dataset)
+        now = time.monotonic()
         with self._seen_lock:
-            self._write_bases[uri] = (ds, time.monotonic() if as_of is None else as_of)
+            self._write_bases[uri] = (ds, now if as_of is None else as_of)
+            if len(self._write_bases) > WRITE_BASES_HELD:
+                # Scopes that stopped writing: their handles (and manifests) are let go.
+                for held, (_, at) in list(self._write_bases.items()):
+                    if now - at >= self.write_base_ttl_s:
+                        del self._write_bases[held]
 
     def read(
         self, scope: Scope, dataset: str, *, columns: list[str] | None = None, filter: str | None = None

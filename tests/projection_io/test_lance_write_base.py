@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from lance_rows import leaf_rows
 
+from api.dataplane import lance_store as ls
 from api.dataplane.lance_store import LanceStore
 from formats.object_keys import Scope
 
@@ -94,3 +95,17 @@ def test_a_base_another_writer_committed_past_loses_and_doubles_nothing(
     assert len(rows) == 40 == len({r["row_id"] for r in rows})
     strings = {r["row_id"]: r["string"] for r in rows}
     assert strings["leaf10"] == "row 10 says again" and strings["leaf15"] == "row 15 says text"
+
+
+def test_handles_of_datasets_no_longer_written_are_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ls, "WRITE_BASES_HELD", 2)
+    store = LanceStore(root=tmp_path, write_base_ttl_s=0.3)
+    scopes = [Scope("ten_a", "prj_a", f"env_{i}") for i in range(3)]
+    for scope in scopes[:2]:
+        store.merge(scope, DATASET, leaf_rows(0, 5))
+    time.sleep(0.4)
+    store.merge(scopes[2], DATASET, leaf_rows(0, 5))
+    # The two expired handles were dropped when a third came: only the fresh one is held.
+    assert list(store._write_bases) == [store.uri(scopes[2], DATASET)]
