@@ -179,7 +179,8 @@ def write_base(args: argparse.Namespace) -> None:
                     committer.merge(scopes[way], DATASET, leaves(i * LEAVES_PER_EXECUTION, args.rows))
                 cpu, moto_cpu = time.process_time() - cpu, process_cpu(moto.pid) - moto_cpu
                 wall = time.perf_counter() - wall
-                figures[way].append(tuple(1000 * x / args.window for x in (cpu, moto_cpu, wall)))  # type: ignore[arg-type]
+                per = 1000 / args.window
+                figures[way].append((cpu * per, moto_cpu * per, wall * per))
         for committer in committers.values():
             committer.close()
     finally:
