@@ -34,13 +34,14 @@ process and of moto, and the wall time per commit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +130,10 @@ def upkeep_windows(
     return out
 
 
-def upkeep(args: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def moto_bucket(bucket: str) -> Iterator[tuple[Callable[[], LanceStore], subprocess.Popen[bytes]]]:
+    """The stack's moto in a process of its own with ``bucket`` created: a maker of stores on that
+    bucket, and moto's process."""
     sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
     import conftest as fx
 
@@ -137,13 +141,18 @@ def upkeep(args: argparse.Namespace) -> None:
     moto = fx.start_moto_process(port)
     try:
         endpoint = fx.Moto(f"http://127.0.0.1:{port}")
-        endpoint.client("s3").create_bucket(Bucket="bench-upkeep")
-        store = fx.make_lance(endpoint, "bench-upkeep")
-        every = upkeep_windows(store, Scope("ten_a", "prj_a", "env_a"), moto, args, 0.0)
-        spaced = upkeep_windows(store, Scope("ten_b", "prj_b", "env_b"), moto, args, CLEANUP_INTERVAL_S)
+        endpoint.client("s3").create_bucket(Bucket=bucket)
+        yield (lambda: fx.make_lance(endpoint, bucket)), moto
     finally:
         moto.terminate()
         moto.wait(10)
+
+
+def upkeep(args: argparse.Namespace) -> None:
+    with moto_bucket("bench-upkeep") as (new_store, moto):
+        store = new_store()
+        every = upkeep_windows(store, Scope("ten_a", "prj_a", "env_a"), moto, args, 0.0)
+        spaced = upkeep_windows(store, Scope("ten_b", "prj_b", "env_b"), moto, args, CLEANUP_INTERVAL_S)
     print(f"{DATASET}: CPU per commit of {args.rows} rows through the committer, upkeep included (ms)")
     print(f"           old versions removed at every compaction | at most every {CLEANUP_INTERVAL_S:.0f} s")
     print("  commits  versions   worker    moto | versions   worker    moto | worker+moto ratio")
@@ -155,20 +164,13 @@ def upkeep(args: argparse.Namespace) -> None:
 
 
 def write_base(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
-    import conftest as fx
-
-    port = fx.free_port()
-    moto = fx.start_moto_process(port)
     ways = {"newest first": 0.0, "own last commit": lance_store.WRITE_BASE_TTL_S}
     # per way: (this process's CPU, moto's CPU, wall) in ms per commit, per window
     figures: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
-    try:
-        endpoint = fx.Moto(f"http://127.0.0.1:{port}")
-        endpoint.client("s3").create_bucket(Bucket="bench-write-base")
+    with moto_bucket("bench-write-base") as (new_store, moto):
         committers = {}
         for way, ttl in ways.items():
-            store = fx.make_lance(endpoint, "bench-write-base")
+            store = new_store()
             store.write_base_ttl_s = ttl
             committers[way] = LanceCommitter(store, interval_s=0.0)
         scopes = {way: Scope(f"ten_{n}", "prj_wb", "env_wb") for n, way in enumerate(ways)}
@@ -183,9 +185,6 @@ def write_base(args: argparse.Namespace) -> None:
                 figures[way].append((cpu * per, moto_cpu * per, wall * per))
         for committer in committers.values():
             committer.close()
-    finally:
-        moto.terminate()
-        moto.wait(10)
     old, new = (figures[way] for way in ways)
     print(f"{DATASET}: per commit of {args.rows} rows through the committer (ms), windows taken in turns")
     print("           newest version first | own last commit's handle | ratio")

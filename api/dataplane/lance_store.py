@@ -357,7 +357,8 @@ class LanceStore:
         self._seen_lock = threading.Lock()
         # Per dataset URI, the handle this store's last commit left and when it was the newest
         # (monotonic clock): where the next write starts (_write_base). Taken out while a write
-        # uses it, so no two writes share one handle (a merge moves its handle's version).
+        # uses it, so no two writes share one handle (a merge moves its handle's version). Under
+        # _seen_lock, beside the versions seen that decide whether a held handle is still newest.
         self.write_base_ttl_s = write_base_ttl_s
         self._write_bases: dict[str, tuple[lance.LanceDataset, float]] = {}
         # One cache of index pages and file metadata for every dataset this store opens. Without
@@ -467,11 +468,14 @@ class LanceStore:
             if version > self._seen.get(uri, 0):
                 self._seen[uri] = version
 
-    def _write_base(self, scope: Scope, dataset: str) -> tuple[lance.LanceDataset | None, float]:
+    def _write_base(
+        self, scope: Scope, dataset: str, *, newest: bool = False
+    ) -> tuple[lance.LanceDataset | None, float]:
         """The version a write starts from, and since when it is known to be the newest.
 
         The handle this store's last commit of the dataset left, while it is younger than
-        ``write_base_ttl_s`` and no newer version was seen; else the newest version (:meth:`open`).
+        ``write_base_ttl_s`` and no newer version was seen; else (or with ``newest``) the newest
+        version (:meth:`open`).
         Looking for the newest costs an open of the next version, which is missing (a few HEADs:
         about 5 ms of CPU and 20 ms of wall time on moto), and an open of the known one: most of a
         small commit's cost besides the commit itself (bench/lance_merge.py ``--write-base``).
@@ -485,7 +489,7 @@ class LanceStore:
         with self._seen_lock:
             held = self._write_bases.pop(uri, None)
             seen = self._seen.get(uri, 0)
-        if held is not None:
+        if held is not None and not newest:
             ds, as_of = held
             if time.monotonic() - as_of < self.write_base_ttl_s and ds.version >= seen:
                 return ds, as_of
@@ -495,8 +499,8 @@ class LanceStore:
     def _keep(self, scope: Scope, dataset: str, ds: lance.LanceDataset, as_of: float | None = None) -> None:
         """Hold ``ds`` for the next write: just committed by this store (``as_of`` None: now), or a
         base from :meth:`_write_base` that a write left unchanged (its own ``as_of``)."""
-        if self.write_base_ttl_s <= 0:
-            return
+        if self.write_base_ttl_s <= 0 or DATASETS[dataset].repeats:
+            return  # a repeated rows' write always starts from the newest version
         uri = self.uri(scope, dataset)
         now = time.monotonic()
         with self._seen_lock:
@@ -623,10 +627,7 @@ class LanceStore:
         while True:
             # A retry starts from the newest version; so does a repeated rows' dry run, whose
             # "unchanged" would otherwise be judged against a version that may be behind.
-            if attempt or spec.repeats:
-                ds, as_of = self.open(scope, dataset), time.monotonic()
-            else:
-                ds, as_of = self._write_base(scope, dataset)
+            ds, as_of = self._write_base(scope, dataset, newest=bool(attempt) or spec.repeats)
             if ds is None:
                 self._create(scope, dataset, schema)
                 continue
@@ -688,7 +689,7 @@ class LanceStore:
         ds, as_of = self._write_base(scope, dataset)
         if ds is None:
             self._create(scope, dataset, dataset_schema(dataset))
-            ds, as_of = self.open(scope, dataset), time.monotonic()
+            ds, as_of = self._write_base(scope, dataset, newest=True)
             assert ds is not None  # just created, and datasets are never removed
         probes = pc.unique(table[spec.probe]).to_pylist()
         if None in probes:
