@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import calendar
 import contextlib
 import multiprocessing as mp
 import os
@@ -68,10 +69,14 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
+from activities.settings import ProjectionSettings  # noqa: E402
 from formats.synth import LiveSynth, SynthConfig  # noqa: E402
 from publisher import Publisher, PublisherSettings  # noqa: E402
 
 NS = 1_000_000_000
+# The workers' committer keeps versions this long (the stack's default): a data file deleted
+# later than this after it was written is the version cleanup's, never a merge's.
+RETAIN_S = float(ProjectionSettings.model_fields["commit_retain_s"].default)
 
 
 # --- the load: one synthetic process and its publisher per stream ------------------------------------
@@ -218,6 +223,9 @@ _COMMITTED = re.compile(r'event="committed" uri="[^"]*/(\w+)\.lance"[^\n]*operat
 class LanceEvents:
     commits: Counter[tuple[str, str]] = field(default_factory=Counter)  # (dataset, operation)
     files: Counter[str] = field(default_factory=Counter)  # "mode type"
+    # Data files by name: when each was written and when each was deleted (log time, seconds).
+    data_created: dict[str, float] = field(default_factory=dict)
+    data_deleted: dict[str, float] = field(default_factory=dict)
     outer_retries: int = 0
     maintenance_skipped: int = 0
     activities: int = 0  # "projected executions=..." lines: project activities that finished
@@ -232,6 +240,9 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
             kind = re.search(r'type="(\w+)"', line)
             if mode and kind:
                 ev.files[f"{mode.group(1)} {kind.group(1)}"] += 1
+                path, at = re.search(r'path="([^"]+)"', line), _log_time(line)
+                if kind.group(1) == "data" and path and at is not None:
+                    (ev.data_created if mode.group(1) == "create" else ev.data_deleted)[path.group(1)] = at
         elif 'event="committed"' in line:
             m = _COMMITTED.search(line)
             if m:
@@ -243,6 +254,25 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
         elif "projected executions=" in line:
             ev.activities += 1
     return ev
+
+
+_LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)Z ")
+
+
+def _log_time(line: str) -> float | None:
+    """Seconds since the epoch of a Rust log line's UTC timestamp (``[2026-12-04T17:40:22Z INFO ...``)."""
+    m = _LOG_TIME.match(line)
+    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")) if m else None
+
+
+def rewritten_data_files(created: dict[str, float], deleted: dict[str, float], retain_s: float) -> int:
+    """Data files a re-run merge rewrote: deleted less than ``retain_s`` after they were written.
+
+    Lance's audit log reports every data file deleted, also those the committer's version cleanup
+    removes once the fragments holding them were compacted away more than ``commit_retain_s``
+    earlier; no file that old is a merge's. A file written by the other worker counts too (both
+    logs are read), and one whose writing is not in the logs is counted as cleanup."""
+    return sum(1 for path, at in deleted.items() if path in created and at - created[path] < retain_s)
 
 
 def per_minute(times_s: list[float], start: float, minutes: int) -> list[int]:
@@ -853,6 +883,8 @@ def conflict_report(logs: Path) -> None:
             ev = lance_events(f)
         total.commits.update(ev.commits)
         total.files.update(ev.files)
+        total.data_created.update(ev.data_created)
+        total.data_deleted.update(ev.data_deleted)
         total.outer_retries += ev.outer_retries
         total.maintenance_skipped += ev.maintenance_skipped
         total.activities += ev.activities
@@ -861,6 +893,7 @@ def conflict_report(logs: Path) -> None:
         by_op[op] += n
     merges = sum(n for op, n in by_op.items() if op not in ("Overwrite", "Rewrite", "CreateIndex"))
     lost = total.files["delete transaction"]
+    rewritten = rewritten_data_files(total.data_created, total.data_deleted, RETAIN_S)
     print(
         f"Lance commits (both workers): {dict(by_op)}; merge commits {merges} for {total.activities} "
         f"project_meta_object activities finished"
@@ -868,7 +901,8 @@ def conflict_report(logs: Path) -> None:
     print(
         f"  commit attempts that lost a race and were rebased by Lance: {lost} "
         f"({lost / max(1, merges):.1%} of merge commits); data files rewritten by a re-run merge: "
-        f"{total.files['delete data']} of {total.files['create data']} written; outer retries "
+        f"{rewritten} of {total.files['create data']} written ({total.files['delete data'] - rewritten} more"
+        f" deleted by the version cleanup, {RETAIN_S:.0f} s or more after they were written); outer retries "
         f"{total.outer_retries}; maintenance or index folds skipped after a lost race "
         f"{total.maintenance_skipped}"
     )
