@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
+import lance
 import pytest
-from lance_rows import leaf_rows
+from lance_rows import leaf_rows, value_rows
 from racing_writers import merge_in_racing_rounds
 
 from api.dataplane.lance_store import LanceStore, create_missing_indexes
@@ -77,3 +79,41 @@ def test_copies_a_dead_writer_left_are_removed_before_the_next_merge(tmp_path: P
     strings = _strings(store)
     assert sorted(strings) == sorted(f"leaf{i}" for i in range(10))
     assert set(strings.values()) == {f"row {i} says fixed" for i in range(10)}
+
+
+def test_probes_and_lookups_read_only_fragments_that_may_hold_their_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Most fragments the lookup index does not cover yet are this store's own appends, whose CIDs
+    # it wrote: a probe or a lookup by CID reads those only when they hold one of its CIDs, and
+    # always reads every fragment another store wrote.
+    scans: list[int | None] = []  # fragments each scan read (None: all)
+    scanner = lance.LanceDataset.scanner
+
+    def counting(self: lance.LanceDataset, *args: Any, **kwargs: Any) -> Any:
+        fragments = kwargs.get("fragments")
+        scans.append(None if fragments is None else len(fragments))
+        return scanner(self, *args, **kwargs)
+
+    monkeypatch.setattr(lance.LanceDataset, "scanner", counting)
+    # Every write starts from the newest version, so the first probe already sees the other
+    # store's commit below (from an older base it is found by the probe after the rebase).
+    store = LanceStore(root=tmp_path, write_base_ttl_s=0.0)
+    batches = [[f"{b:02d}{i:062x}" for i in range(4)] for b in range(8)]
+    for cids in batches[:5]:
+        store.merge(SCOPE, "values_v1", value_rows(cids))
+    scans.clear()
+    store.merge(SCOPE, "values_v1", value_rows(batches[5]))  # new CIDs: no fragment can hold them
+    assert scans == []
+    assert sorted(store.lookup_values(SCOPE, batches[2])) == batches[2]
+    assert scans == [1]  # the one fragment holding them
+    # Another store's append: this store knows nothing of its fragment and reads it.
+    LanceStore(root=tmp_path).merge(SCOPE, "values_v1", value_rows(batches[6]))
+    scans.clear()
+    result = store.merge(SCOPE, "values_v1", value_rows(batches[6] + batches[7]))
+    assert result.inserted == 4  # batch 6 found in the other store's fragment, not appended again
+    assert scans[0] == 1
+    assert sorted(store.lookup_values(SCOPE, batches[6])) == batches[6]
+    store.merge(SCOPE, "values_v1", value_rows(batches[3]))  # a redelivery of its own rows
+    cids = store.read(SCOPE, "values_v1", columns=["cid"])["cid"].to_pylist()
+    assert sorted(cids) == sorted(c for b in batches for c in b)  # each CID once
