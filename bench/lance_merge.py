@@ -29,6 +29,12 @@ own last commit left (``LanceStore._write_base``). Per window it prints the CPU 
 process and of moto, and the wall time per commit.
 
     .venv/bin/python bench/lance_merge.py --write-base [--commits 600] [--window 100] [--rows 50]
+
+``--own-fragments`` measures the key probe's reads the same way: one store's probe reads every
+fragment the lookup index does not cover, the other's leaves out its own appends that hold none of
+the probed values (``LanceStore._may_hold``). Each commit is a new execution's leaves.
+
+    .venv/bin/python bench/lance_merge.py --own-fragments [--commits 600] [--window 100] [--rows 50]
 """
 
 from __future__ import annotations
@@ -163,17 +169,19 @@ def upkeep(args: argparse.Namespace) -> None:
         )
 
 
-def write_base(args: argparse.Namespace) -> None:
-    ways = {"newest first": 0.0, "own last commit": lance_store.WRITE_BASE_TTL_S}
+def in_turns(args: argparse.Namespace, bucket: str, ways: dict[str, Callable[[LanceStore], None]]) -> None:
+    """Two committers, each with a store set up its own way and a dataset of its own, on one moto:
+    windows of ``--window`` commits taken in turns; per window the CPU per commit of this process
+    and of moto, and the wall time per commit, with the second way's ratios to the first."""
     # per way: (this process's CPU, moto's CPU, wall) in ms per commit, per window
     figures: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
-    with moto_bucket("bench-write-base") as (new_store, moto):
+    with moto_bucket(bucket) as (new_store, moto):
         committers = {}
-        for way, ttl in ways.items():
+        for way, setup in ways.items():
             store = new_store()
-            store.write_base_ttl_s = ttl
+            setup(store)
             committers[way] = LanceCommitter(store, interval_s=0.0)
-        scopes = {way: Scope(f"ten_{n}", "prj_wb", "env_wb") for n, way in enumerate(ways)}
+        scopes = {way: Scope(f"ten_{n}", "prj_turns", "env_turns") for n, way in enumerate(ways)}
         for start in range(0, args.commits, args.window):
             for way, committer in committers.items():
                 cpu, moto_cpu, wall = time.process_time(), process_cpu(moto.pid), time.perf_counter()
@@ -185,9 +193,10 @@ def write_base(args: argparse.Namespace) -> None:
                 figures[way].append((cpu * per, moto_cpu * per, wall * per))
         for committer in committers.values():
             committer.close()
-    old, new = (figures[way] for way in ways)
+    names = list(ways)
+    old, new = (figures[way] for way in names)
     print(f"{DATASET}: per commit of {args.rows} rows through the committer (ms), windows taken in turns")
-    print("           newest version first | own last commit's handle | ratio")
+    print(f"           {names[0]:<29}| {names[1]:<25}| ratio")
     print("  commits  worker   moto   wall   |  worker   moto   wall   |  worker  moto  wall")
 
     def line(label: str, a: Sequence[float], b: Sequence[float]) -> str:
@@ -199,6 +208,28 @@ def write_base(args: argparse.Namespace) -> None:
         print(line(f"{n * args.window:,}", a, b))
     mean = [statistics.fmean(column) for column in zip(*old, strict=True)]
     print(line("all", mean, [statistics.fmean(column) for column in zip(*new, strict=True)]))
+
+
+def write_base(args: argparse.Namespace) -> None:
+    def newest_first(store: LanceStore) -> None:
+        store.write_base_ttl_s = 0.0
+
+    in_turns(
+        args, "bench-write-base", {"newest version first": newest_first, "own last commit's handle": noop}
+    )
+
+
+def own_fragments(args: argparse.Namespace) -> None:
+    def every_fragment(store: LanceStore) -> None:
+        store._may_hold = lambda uri, ds, values: None  # type: ignore[method-assign]
+
+    in_turns(
+        args, "bench-own-fragments", {"probe reads every fragment": every_fragment, "own ones skipped": noop}
+    )
+
+
+def noop(store: LanceStore) -> None:
+    """A store as the worker builds it."""
 
 
 def main() -> None:
@@ -215,7 +246,17 @@ def main() -> None:
     ap.add_argument(
         "--write-base", action="store_true", help="where a commit starts: newest version or own last"
     )
+    ap.add_argument(
+        "--own-fragments",
+        action="store_true",
+        help="a probe reading every fragment, or only those it may need",
+    )
     args = ap.parse_args()
+    if args.own_fragments:
+        args.commits = args.commits or 600
+        args.window = args.window or 100
+        own_fragments(args)
+        return
     if args.write_base:
         args.commits = args.commits or 600
         args.window = args.window or 100
