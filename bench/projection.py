@@ -238,6 +238,11 @@ def main() -> None:
         default=None,
         help="LanceStore.write_base_ttl_s (0: every write looks for the newest version first)",
     )
+    ap.add_argument(
+        "--probe-every-fragment",
+        action="store_true",
+        help="key probes and lookups by CID read every unindexed fragment, this store's own appends too",
+    )
     ap.add_argument("--profile-out", help="also dump the baseline's cProfile stats to this file")
     ap.add_argument(
         "--default-gc", action="store_true", help="keep Python's GC thresholds (the worker tunes them)"
@@ -284,6 +289,8 @@ def main() -> None:
         lance = fx.make_lance(m, bucket)
         if args.write_base_ttl is not None:
             lance.write_base_ttl_s = args.write_base_ttl
+        if args.probe_every_fragment:
+            lance._may_hold = lambda uri, ds, values: None  # type: ignore[method-assign]
         totals: dict[str, float] = defaultdict(float)
         client = boundary.client()
         # The worker's own settings: the committer at its production cadence.
