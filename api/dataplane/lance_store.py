@@ -382,10 +382,10 @@ class LanceStore:
         self.write_base_ttl_s = write_base_ttl_s
         self._write_bases: dict[str, tuple[lance.LanceDataset, float]] = {}
         # Per dataset URI, the probe column's values of each fragment this store appended
-        # (:meth:`_append_new_keys`), by its data files, while the fragment is in the newest
-        # version this store committed: a probe, or a lookup by CID, skips the ones that hold none
-        # of its values (:meth:`_may_hold`). Under _seen_lock.
-        self._appended: dict[str, dict[tuple[str, ...], frozenset[Any]]] = {}
+        # (:meth:`_append_new_keys`), by fragment id (never reused in a dataset), while the fragment
+        # is in the newest version this store committed: a probe, or a lookup by CID, skips the
+        # ones that hold none of its values (:meth:`_may_hold`). Under _seen_lock.
+        self._appended: dict[str, dict[int, frozenset[Any]]] = {}
         # One cache of index pages and file metadata for every dataset this store opens. Without
         # it each open (every lookup, every commit) read the BTREE pages and the data files'
         # footers from S3 again: in bench/soak.py most of moto's Lance requests were re-reads of
@@ -508,19 +508,29 @@ class LanceStore:
             return None
         wanted = set(values)
         fragments = ds.get_fragments()
-        kept = [f for f in fragments if not known.get(_data_files(f), wanted).isdisjoint(wanted)]
+        kept = [f for f in fragments if not known.get(f.fragment_id, wanted).isdisjoint(wanted)]
         return kept if len(kept) < len(fragments) else None
 
     def _appended_here(
-        self, uri: str, written: list[Any], values: list[Any], committed: lance.LanceDataset
+        self,
+        uri: str,
+        base: lance.LanceDataset,
+        written: list[Any],
+        values: list[Any],
+        committed: lance.LanceDataset,
     ) -> None:
-        """Remember the probe values of the fragments an append wrote, and forget those of
-        fragments the committed version no longer holds (compacted away)."""
-        live = {_data_files(f) for f in committed.get_fragments()}
+        """Remember the probe values of the fragments an append from ``base`` wrote (found by their
+        data files among the fragments ``committed`` holds beyond ``base``'s), and forget those of
+        fragments ``committed`` no longer holds (compacted away)."""
+        top = max((f.fragment_id for f in base.get_fragments()), default=-1)
+        files = {_data_files(f) for f in written}
+        fragments = committed.get_fragments()
         held = frozenset(values)
+        mine = {f.fragment_id for f in fragments if f.fragment_id > top and _data_files(f) in files}
+        live = {f.fragment_id for f in fragments}
         with self._seen_lock:
-            known = {files: v for files, v in self._appended.get(uri, {}).items() if files in live}
-            known.update({_data_files(f): held for f in written if _data_files(f) in live})
+            known = {fid: v for fid, v in self._appended.get(uri, {}).items() if fid in live}
+            known.update(dict.fromkeys(mine, held))
             self._appended[uri] = known
 
     def _write_base(
@@ -614,8 +624,8 @@ class LanceStore:
         out: dict[str, tuple[int, bytes, str | None]] = {}
         if fragments == []:
             return out
-        # Each to_table scans every unindexed fragment: as few as possible (measured on moto,
-        # 900 CIDs over 28 fragments: 540 ms in chunks of 500, 370 ms in one).
+        # Each scan reads every unindexed fragment among ``fragments``: as few scans as possible
+        # (measured on moto, 900 CIDs over 28 fragments: 540 ms in chunks of 500, 370 ms in one).
         for start in range(0, len(cids_hex), LOOKUP_CHUNK):
             chunk = cids_hex[start : start + LOOKUP_CHUNK]
             quoted = ", ".join(f"'{c}'" for c in chunk if c.isalnum())  # CIDs are 64 lowercase hex
@@ -782,7 +792,7 @@ class LanceStore:
             max_retries=self.conflict_retries,
         )
         self._saw(uri, new.version)
-        self._appended_here(uri, fragments, probes, new)
+        self._appended_here(uri, ds, fragments, probes, new)
         if new.version > ds.version + 1 and self._drop_later_copies(
             scope, dataset, _probe(new, spec.probe, probes, spec.keys, self._may_hold(uri, new, probes))
         ):
