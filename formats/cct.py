@@ -186,6 +186,45 @@ def _read_tuple(r: Reader) -> ContextTuple:
     return ContextTuple(program_id, parent, function_id, site, edge)
 
 
+# Context tuples recur: every execution of a program walks the same call paths, so each distinct
+# encoded context head (key, tuple flag and tuple) is decoded, and its key checked, once per
+# process. A head is only remembered after it decoded and its key matched; its bytes then stand
+# for that result. Cleared when full (a few MiB at most).
+_HEADS: dict[bytes, tuple[bytes, ContextTuple]] = {}
+HEAD_CACHE_ENTRIES = 65_536
+
+
+def _head_len(data: bytes, at: int, end: int) -> int:
+    """The length of the context head at ``at`` when it carries a tuple whose presence flags are
+    well formed, else 0 (the head is then decoded field by field, which names what is wrong)."""
+    flag = at + 32
+    parent = flag + 17  # the tuple flag, then program_id
+    if parent >= end or data[flag] != 1:
+        return 0
+    has_parent = data[parent]
+    site = parent + 1 + 32 * has_parent + 4  # function_id
+    if has_parent > 1 or site >= end:
+        return 0
+    has_site = data[site]
+    n = site + 1 + 16 * has_site + 1 - at  # edge_kind
+    return n if has_site <= 1 and at + n <= end else 0
+
+
+def _read_head(r: Reader) -> tuple[bytes, ContextTuple | None]:
+    """A context's key and tuple, field by field; the key must be the tuple's SHA-256."""
+    at = r.pos
+    key = r.fixed(32, "context key")
+    t = _read_tuple(r) if r.flag("tuple") else None
+    if t is not None and context_key(t) != key:
+        r.fail(
+            MalformedError,
+            "context key is not the SHA-256 of its tuple",
+            reason="context_key_mismatch",
+            at=at,
+        )
+    return key, t
+
+
 def decode_cct_health(bits: int, *, file: str | None = None, offset: int | None = None) -> CounterHealth:
     if bits & ~HEALTH_MASK:
         raise MalformedError(
@@ -207,18 +246,23 @@ def decode_cct_payload(
     r = Reader(data, file=file, start=start, end=end, base=base)
     count = r.u64("context_count")
     r.check_count(count, _CONTEXT_MIN, "context_count")
+    limit = len(data) if end is None else end
     contexts = []
     for _ in range(count):
         at = r.pos
-        key = r.fixed(32, "context key")
-        t = _read_tuple(r) if r.flag("tuple") else None
-        if t is not None and context_key(t) != key:
-            r.fail(
-                MalformedError,
-                "context key is not the SHA-256 of its tuple",
-                reason="context_key_mismatch",
-                at=at,
-            )
+        n = _head_len(data, at, limit)
+        raw = bytes(data[at : at + n]) if n else b""
+        head = _HEADS.get(raw) if n else None
+        t: ContextTuple | None
+        if head is not None:
+            r.region(n, "context head")
+            key, t = head
+        else:
+            key, t = _read_head(r)
+            if n and t is not None:
+                if len(_HEADS) >= HEAD_CACHE_ENTRIES:
+                    _HEADS.clear()
+                _HEADS[raw] = (key, t)
         contexts.append(ContextDelta(key, t, _read_counters(r)))
     overflow_count = r.u64("overflow_count")
     r.check_count(overflow_count, _OVERFLOW_MIN, "overflow_count")

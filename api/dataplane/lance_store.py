@@ -25,6 +25,7 @@ Rules from PLATFORM.md section 3, which this module is the one place to follow:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -296,6 +297,11 @@ def _rows_in(
     return pa.concat_tables(parts)
 
 
+def _row_digests(table: pa.Table) -> frozenset[bytes]:
+    """One digest per row over every column's value (the row as the merge would write it)."""
+    return frozenset(hashlib.sha256(repr(tuple(row.values())).encode()).digest() for row in table.to_pylist())
+
+
 def _data_files(metadata: lance.fragment.FragmentMetadata) -> tuple[str, ...]:
     """The data file names of a fragment: unique, and never reused by another fragment."""
     return tuple(f.path for f in metadata.data_files())
@@ -391,6 +397,10 @@ class LanceStore:
         # is in the newest version this store committed: a probe, or a lookup by CID, skips the
         # ones that hold none of its values (:meth:`_may_hold`). Under _seen_lock.
         self._appended: dict[str, dict[int, frozenset[Any]]] = {}
+        # Per dataset URI of repeated rows (``DatasetSpec.repeats``), a version and the digests of
+        # rows it is known to hold unchanged: a merge of only such rows, into that version still
+        # the newest, would change nothing and is skipped (:meth:`_holds_repeats`). Under _seen_lock.
+        self._repeats_held: dict[str, tuple[int, frozenset[bytes]]] = {}
         # One cache of index pages and file metadata for every dataset this store opens. Without
         # it each open (every lookup, every commit) read the BTREE pages and the data files'
         # footers from S3 again: in bench/soak.py most of moto's Lance requests were re-reads of
@@ -529,6 +539,20 @@ class LanceStore:
         """:func:`_rows_in` over the fragments of ``ds`` that may hold one of ``values``."""
         fragments = self._may_hold(uri, ds, values)
         return _rows_in(ds, column, values, columns, fragments, with_row_id=with_row_id)
+
+    def _holds_repeats(self, uri: str, version: int, rows: frozenset[bytes]) -> bool:
+        """Whether ``version`` is known to hold every one of these rows (by digest) unchanged."""
+        with self._seen_lock:
+            held = self._repeats_held.get(uri)
+        return held is not None and held[0] == version and rows <= held[1]
+
+    def _held_repeats(self, uri: str, version: int, rows: frozenset[bytes]) -> None:
+        """``version`` holds these rows unchanged: a merge found nothing to change, or committed them."""
+        with self._seen_lock:
+            held = self._repeats_held.get(uri)
+            if held is not None and held[0] == version:
+                rows |= held[1]
+            self._repeats_held[uri] = (version, rows)
 
     def _appended_here(
         self,
@@ -702,6 +726,8 @@ class LanceStore:
             if not table.num_rows:
                 return result
             appended = result.inserted
+        uri = self.uri(scope, dataset)
+        rows = _row_digests(table) if spec.repeats else frozenset()
         attempt = 0
         while True:
             # A retry starts from the newest version; so does a repeated rows' dry run, whose
@@ -710,6 +736,10 @@ class LanceStore:
             if ds is None:
                 self._create(scope, dataset, schema)
                 continue
+            if spec.repeats and self._holds_repeats(uri, ds.version, rows):
+                # The newest version is one this store found, or made, holding these very rows:
+                # the dry run below would find nothing to change (a scan of the whole dataset).
+                return MergeResult.unchanged(dataset, ds)
             builder = ds.merge_insert(list(spec.keys)).when_not_matched_insert_all()
             if spec.merge == "upsert":
                 builder = builder.when_matched_update_all(_changed(schema, spec.keys))
@@ -725,6 +755,7 @@ class LanceStore:
                 # Lance's conflict check needs (two inserts of one new key both land), so a merge
                 # that changes something runs again through execute(). That rare case (a new
                 # program) leaves the dry run's data files unreferenced, for Lance's cleanup.
+                self._held_repeats(uri, ds.version, rows)
                 self._keep(scope, dataset, ds, as_of)
                 return MergeResult.unchanged(dataset, ds)
             try:
@@ -737,7 +768,9 @@ class LanceStore:
                 time.sleep(0.05 * attempt)
                 continue
             # execute() moves ``ds`` to the version it committed: no second open (one S3 round trip).
-            self._saw(self.uri(scope, dataset), ds.version)
+            self._saw(uri, ds.version)
+            if spec.repeats:
+                self._held_repeats(uri, ds.version, rows)
             self._keep(scope, dataset, ds)
             return MergeResult(
                 dataset,

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from prof_strategies import cct_payloads
 
+from formats import cct
 from formats.cct import (
     CctCounters,
     CctPayload,
@@ -107,3 +108,40 @@ def test_unknown_edge_and_reason() -> None:
 def test_counter_out_of_range_is_an_encode_error() -> None:
     with pytest.raises(EncodeError):
         encode_cct_payload(CctPayload((ContextDelta(bytes(32), None, CctCounters(inclusive_ns=2**128)),)))
+
+
+def _outcome(data: bytes, count: int) -> object:
+    try:
+        return decode_cct_payload(data, count)
+    except FormatError as exc:
+        return (type(exc), str(exc), exc.offset, exc.reason)
+
+
+def test_a_remembered_context_head_decodes_and_fails_as_a_first_sight_does() -> None:
+    """Heads are decoded once per process (``cct._HEADS``): with every head of the payload
+    remembered, each single-byte change and each truncation of it decodes, or fails with the
+    same error at the same offset, as with nothing remembered."""
+    parent = ContextTuple(bytes(range(16)), bytes(32), 7, None, EdgeKind.SPAWN)
+    payload = CctPayload(
+        (
+            ContextDelta.for_tuple(TUPLE, BIG),
+            ContextDelta.for_tuple(parent, CctCounters(1)),
+            ContextDelta(bytes(32), None, CctCounters(2)),
+        ),
+        (OverflowDelta(OverflowReason(0), EdgeKind.ROOT, CctCounters()),),
+    )
+    data = encode_cct_payload(payload)
+    variants = [data[:cut] for cut in range(len(data))]
+    for at in range(len(data)):
+        for byte in {0, 1, 2, data[at] ^ 1, 0xFF}:
+            variants.append(data[:at] + bytes([byte]) + data[at + 1 :])
+    cct._HEADS.clear()
+    first_sight = []
+    for v in variants:
+        first_sight.append(_outcome(v, 4))
+        cct._HEADS.clear()
+    assert decode_cct_payload(data, 4) == payload
+    assert len(cct._HEADS) == 2  # the two heads with a tuple
+    remembered = [_outcome(v, 4) for v in variants]
+    assert remembered == first_sight
+    assert sum(isinstance(o, CctPayload) for o in first_sight) > len(data)  # counters decode as well

@@ -80,3 +80,50 @@ def test_a_programs_unchanged_rows_commit_no_new_version(tmp_path: Path) -> None
     assert (changed.version, changed.updated) == (first.version + 1, 1)
     ds = store.open(SCOPE, "source_files_v1")
     assert ds is not None and sorted(ds.to_table()["text"].to_pylist()) == ["a, edited", "b"]
+
+
+def test_rows_known_held_by_the_newest_version_are_not_merged_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program's rows, once found (or committed) in a version that is still the newest, are not
+    joined against the dataset again; any other version, however it came (another process's
+    delete, an edit), is checked as before."""
+    store, other = LanceStore(root=tmp_path), LanceStore(root=tmp_path)
+    joins: list[int] = []
+    merge_insert = lance.LanceDataset.merge_insert
+
+    def counting(self: lance.LanceDataset, on: Any) -> Any:
+        joins.append(self.version)
+        return merge_insert(self, on)
+
+    monkeypatch.setattr(lance.LanceDataset, "merge_insert", counting)
+
+    def texts() -> list[str]:
+        ds = store.open(SCOPE, "source_files_v1")
+        assert ds is not None
+        return sorted(ds.to_table()["text"].to_pylist())
+
+    first = store.merge(SCOPE, "source_files_v1", _sources("a"))
+    assert len(joins) == 1
+    again = store.merge(SCOPE, "source_files_v1", _sources("a"))
+    one_file = store.merge(SCOPE, "source_files_v1", _sources("a").slice(0, 1))
+    assert len(joins) == 1  # held by the version this store committed: no join
+    assert again.version == one_file.version == first.version
+
+    # Another process deletes a row (an erasure of an orphaned program): a new version, checked.
+    ds = other.open(SCOPE, "source_files_v1")
+    assert ds is not None
+    ds.delete("file_id = 1")
+    restored = store.merge(SCOPE, "source_files_v1", _sources("a"))
+    assert len(joins) == 2 and restored.inserted == 1 and texts() == ["a", "b"]
+
+    # An edit commits; the rows before the edit are not held by that version, so they are merged.
+    store.merge(SCOPE, "source_files_v1", _sources("a, edited"))
+    assert len(joins) == 3 and texts() == ["a, edited", "b"]
+    reverted = store.merge(SCOPE, "source_files_v1", _sources("a"))
+    assert len(joins) == 4 and reverted.updated == 1 and texts() == ["a", "b"]
+
+    # A version found unchanged by the dry run is remembered too: the second store joins once.
+    other.merge(SCOPE, "source_files_v1", _sources("a"))
+    other.merge(SCOPE, "source_files_v1", _sources("a"))
+    assert len(joins) == 5
