@@ -100,8 +100,9 @@ def _remember(cache: OrderedDict[bytes, Any], cid: bytes, item: Any) -> None:
 
 
 def _recall(cache: OrderedDict[bytes, Any], cid: bytes) -> Any:
-    with _shared_lock:
-        return cache.get(cid, _MISS)
+    # No lock: one C-level get of a bytes key is atomic under the GIL, and a lock taken for every
+    # value read convoys the activity threads (released and re-taken with the GIL each time).
+    return cache.get(cid, _MISS)
 
 
 class RenderedValues:
@@ -363,8 +364,7 @@ def program_rows(table: FunctionTable, program_hex: str, table_cid: bytes) -> _P
     cached object per CID), so they are built once and shared: callers never mutate rows. The
     cache holds the table itself and answers only for that very object."""
     key = (id(table), program_hex, table_cid)
-    with _shared_lock:
-        hit = _program_rows.get(key)
+    hit = _program_rows.get(key)  # atomic under the GIL, as in _recall
     if hit is not None and hit[0] is table:
         rows = hit[1]
         return list(rows[0]), list(rows[1]), list(rows[2])
