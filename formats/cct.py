@@ -246,7 +246,7 @@ def decode_cct_payload(
     r = Reader(data, file=file, start=start, end=end, base=base)
     count = r.u64("context_count")
     r.check_count(count, _CONTEXT_MIN, "context_count")
-    limit = len(data) if end is None else end
+    limit = len(data) if end is None else min(end, len(data))
     contexts = []
     for _ in range(count):
         at = r.pos
