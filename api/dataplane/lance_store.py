@@ -58,6 +58,9 @@ LATEST_PROBES = 8  # newer versions LanceStore.open tries one by one before it l
 # instead of looking for the newest version first (``LanceStore._write_base``).
 WRITE_BASE_TTL_S = 5.0
 WRITE_BASES_HELD = 64  # past this many datasets' handles, expired ones are dropped as new ones come
+# Datasets whose program rows are remembered as held (``LanceStore._holds_repeats``), least
+# recently merged dropped first: two per scope, a few KiB each.
+REPEATS_HELD = 1024
 MAINTENANCE_ATTEMPTS = 4  # per step of index_and_compact that can lose a commit race
 # The shared session's caches (per store, so per process): a worker's hot index pages and footers fit.
 INDEX_CACHE_BYTES = 512 << 20
@@ -552,7 +555,10 @@ class LanceStore:
             held = self._repeats_held.get(uri)
             if held is not None and held[0] == version:
                 rows |= held[1]
+            self._repeats_held.pop(uri, None)  # re-inserted last: the first ones are the stalest
             self._repeats_held[uri] = (version, rows)
+            while len(self._repeats_held) > REPEATS_HELD:
+                del self._repeats_held[next(iter(self._repeats_held))]
 
     def _appended_here(
         self,

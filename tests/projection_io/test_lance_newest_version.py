@@ -127,3 +127,19 @@ def test_rows_known_held_by_the_newest_version_are_not_merged_again(
     other.merge(SCOPE, "source_files_v1", _sources("a"))
     other.merge(SCOPE, "source_files_v1", _sources("a"))
     assert len(joins) == 5
+
+
+def test_rows_held_are_remembered_for_the_latest_datasets_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory of rows held is bounded (``REPEATS_HELD`` datasets, least recently merged
+    forgotten first); a forgotten dataset is dry-run again, and found unchanged."""
+    monkeypatch.setattr(ls, "REPEATS_HELD", 1)
+    store = LanceStore(root=tmp_path)
+    other_scope = Scope("ten_a", "prj_a", "env_b")
+    store.merge(SCOPE, "source_files_v1", _sources("a"))
+    store.merge(other_scope, "source_files_v1", _sources("a"))
+    assert list(store._repeats_held) == [store.uri(other_scope, "source_files_v1")]
+    again = store.merge(SCOPE, "source_files_v1", _sources("a"))
+    assert (again.inserted, again.updated) == (0, 0)
+    assert list(store._repeats_held) == [store.uri(SCOPE, "source_files_v1")]
