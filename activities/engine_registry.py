@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from activities.evidence_reader import EvidenceReader, already_exists
-from activities.projection.walk import LruCache
+from api.common.lru import LruCache
 from formats import meta_segment as ms
 from formats import object_keys
 from formats.object_keys import Scope

@@ -12,8 +12,6 @@ tables are content-addressed, so verified ones are also cached process-wide by (
 from __future__ import annotations
 
 import datetime as dt
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from activities.projection.model import PROBLEM_CORRUPT, PROBLEM_MISSING, MetaProblem, ResolvedValue
+from api.common.lru import LruCache
 from formats import cas, object_keys
 from formats import meta_segment as ms
 from formats.data_segment import DataGroup, DataSegment, decode_data_segment
@@ -36,31 +35,9 @@ if TYPE_CHECKING:
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
-class _TableCache:
-    """Verified function tables by (scope, CID), LRU: a CID names immutable bytes, and the scope
-    in the key keeps one tenant's table from answering another's lookup."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._size = size
-        self._data: OrderedDict[tuple[Scope, bytes], FunctionTable] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Scope, bytes]) -> FunctionTable | None:
-        with self._lock:
-            hit = self._data.get(key)
-            if hit is not None:
-                self._data.move_to_end(key)
-            return hit
-
-    def put(self, key: tuple[Scope, bytes], table: FunctionTable) -> None:
-        with self._lock:
-            self._data[key] = table
-            self._data.move_to_end(key)
-            while len(self._data) > self._size:
-                self._data.popitem(last=False)
-
-
-FUNCTION_TABLES = _TableCache()
+# Verified function tables by (scope, CID): a CID names immutable bytes, and the scope in the key
+# keeps one tenant's table from answering another's lookup.
+FUNCTION_TABLES: LruCache[tuple[Scope, bytes], FunctionTable] = LruCache(256)
 
 
 def is_missing(exc: ClientError) -> bool:

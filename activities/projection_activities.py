@@ -45,7 +45,6 @@ from activities.projection.model import (
 )
 from activities.projection.walk import (
     MAX_WALK,
-    LruCache,
     MetaIndex,
     find_root_context,
     index_meta_segment,
@@ -53,6 +52,7 @@ from activities.projection.walk import (
 )
 from activities.settings import ProjectionSettings
 from activities.work_gate import WorkGate
+from api.common.lru import LruCache
 from api.dataplane.lance_store import (
     DATASETS,
     LEDGER,
@@ -148,6 +148,8 @@ class ProjectionActivities:
             cleanup_interval_s=settings.commit_cleanup_interval_s,
         )
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
+        # The objects are immutable, and without it every meta object's walk-back would GET and
+        # decode its stream's earlier meta objects again (O(sequence squared) over a stream's life).
         self._gate = WorkGate(settings.executions_in_flight)
         self._meta_indexes: LruCache[str, MetaIndex] = LruCache(_META_INDEX_CACHE)
         self._stream_starts: LruCache[str, ms.StreamStarted] = LruCache(_META_INDEX_CACHE)

@@ -226,6 +226,26 @@ def _read_head(r: Reader) -> tuple[bytes, ContextTuple | None]:
     return key, t
 
 
+def _head(r: Reader, data: bytes, limit: int) -> tuple[bytes, ContextTuple | None]:
+    """The context head at the reader's position: remembered, or read (and remembered if it has a
+    tuple)."""
+    at = r.pos
+    n = _head_len(data, at, limit)
+    if not n:
+        return _read_head(r)
+    raw = bytes(data[at : at + n])
+    head = _HEADS.get(raw)
+    if head is not None:
+        r.region(n, "context head")
+        return head
+    key, t = _read_head(r)
+    assert t is not None  # _head_len saw the tuple flag set
+    if len(_HEADS) >= HEAD_CACHE_ENTRIES:
+        _HEADS.clear()
+    _HEADS[raw] = (key, t)
+    return key, t
+
+
 def decode_cct_health(bits: int, *, file: str | None = None, offset: int | None = None) -> CounterHealth:
     if bits & ~HEALTH_MASK:
         raise MalformedError(
@@ -250,20 +270,7 @@ def decode_cct_payload(
     limit = len(data) if end is None else min(end, len(data))
     contexts = []
     for _ in range(count):
-        at = r.pos
-        n = _head_len(data, at, limit)
-        raw = bytes(data[at : at + n]) if n else b""
-        head = _HEADS.get(raw) if n else None
-        t: ContextTuple | None
-        if head is not None:
-            r.region(n, "context head")
-            key, t = head
-        else:
-            key, t = _read_head(r)
-            if n and t is not None:
-                if len(_HEADS) >= HEAD_CACHE_ENTRIES:
-                    _HEADS.clear()
-                _HEADS[raw] = (key, t)
+        key, t = _head(r, data, limit)
         contexts.append(ContextDelta(key, t, _read_counters(r)))
     overflow_count = r.u64("overflow_count")
     r.check_count(overflow_count, _OVERFLOW_MIN, "overflow_count")

@@ -31,11 +31,8 @@ executions) passes each segment's :class:`MetaIndex` instead, built once with
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from activities.projection.model import ENGINE_ABSENT, ENGINE_NOT_REGISTERED, MetaProblem, RootContext
 from formats.ids import ThreadRef
@@ -166,37 +163,3 @@ def find_root_context(
         tuple(g for g in gaps if root_started_seq is None or g > root_started_seq),
         missing,
     )
-
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class LruCache(Generic[K, V]):
-    """A bounded, thread-safe map that forgets the least recently used entry first.
-
-    The projector keeps the indexes of meta segments it has read: the objects are immutable, and
-    without it every meta object's walk-back would GET and decode its stream's earlier meta
-    objects again (O(sequence) reads per meta object, O(sequence squared) over a stream's life)."""
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)

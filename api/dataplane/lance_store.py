@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from api.common.lru import LruCache
 from api.dataplane.aws import ObjectStoreAccess
 from api.dataplane.index_tiers import entries_to_merge
 from formats import catalog
@@ -403,7 +404,7 @@ class LanceStore:
         # Per dataset URI of repeated rows (``DatasetSpec.repeats``), a version and the digests of
         # rows it is known to hold unchanged: a merge of only such rows, into that version still
         # the newest, would change nothing and is skipped (:meth:`_holds_repeats`). Under _seen_lock.
-        self._repeats_held: dict[str, tuple[int, frozenset[bytes]]] = {}
+        self._repeats_held: LruCache[str, tuple[int, frozenset[bytes]]] = LruCache(REPEATS_HELD)
         # One cache of index pages and file metadata for every dataset this store opens. Without
         # it each open (every lookup, every commit) read the BTREE pages and the data files'
         # footers from S3 again: in bench/soak.py most of moto's Lance requests were re-reads of
@@ -555,10 +556,7 @@ class LanceStore:
             held = self._repeats_held.get(uri)
             if held is not None and held[0] == version:
                 rows |= held[1]
-            self._repeats_held.pop(uri, None)  # re-inserted last: the first ones are the stalest
-            self._repeats_held[uri] = (version, rows)
-            while len(self._repeats_held) > REPEATS_HELD:
-                del self._repeats_held[next(iter(self._repeats_held))]
+            self._repeats_held.put(uri, (version, rows))
 
     def _appended_here(
         self,

@@ -10,10 +10,10 @@ from projection_builders import EUID, PROGRAM, ROOT
 from activities.projection.model import ENGINE_ABSENT, ENGINE_NOT_REGISTERED, MetaProblem
 from activities.projection.walk import (
     MAX_WALK,
-    LruCache,
     find_root_context,
     plan_meta_walk,
 )
+from api.common.lru import LruCache
 from formats.ids import ThreadRef
 from formats.meta_segment import EngineStarted, MetaSegment, RootStarted, StreamStarted
 
