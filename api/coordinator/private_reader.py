@@ -13,15 +13,14 @@ Values leave this module only to the query that asked; nothing here logs a value
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from api.common.lru import LruCache
 from api.coordinator.leaf_values import PARTS
 from api.coordinator.planner import LeafPrune
 from api.coordinator.root_set import RootSet, contains_any
@@ -46,37 +45,18 @@ class OutdatedLeafLayout(Exception):
 
 
 FragmentKey = tuple[str, tuple[str, ...], tuple[int, int] | None, int]
-V = TypeVar("V")
 
 
-class _FragmentCache(Generic[V]):
-    """What a fragment holds, per (dataset uri, data files, deletion file, generation).
-
-    A fragment's rows never change: its data files are written once, and a delete gives it a new
-    deletion file. So one fragment's answer holds for every version that holds it, and a query
-    reads only the fragments committed since the last one it saw. Keyed by the whole version
-    instead, every query re-read all 3.76 M ledger roots at 15 M calls (1-2 s), because the
-    ledger gets a version at every committer cadence."""
-
-    def __init__(self, max_entries: int = 4096) -> None:
-        self._data: OrderedDict[FragmentKey, V] = OrderedDict()
-        self._lock = threading.Lock()
-        self._max = max_entries
-
-    def get(self, key: FragmentKey) -> V | None:
-        with self._lock:
-            found = self._data.get(key)
-            if found is not None:
-                # Least recently used goes first: the big fragments written first are read by
-                # every query, the small ones compaction replaces stop being asked for.
-                self._data.move_to_end(key)
-            return found
-
-    def put(self, key: FragmentKey, value: V) -> None:
-        with self._lock:
-            self._data[key] = value
-            if len(self._data) > self._max:
-                self._data.popitem(last=False)
+# What a fragment holds, per (dataset uri, data files, deletion file, generation), least recently
+# used forgotten first (at most 4,096 each): the big fragments written first are read by every
+# query, the small ones compaction replaces stop being asked for.
+#
+# A fragment's rows never change: its data files are written once, and a delete gives it a new
+# deletion file. So one fragment's answer holds for every version that holds it, and a query reads
+# only the fragments committed since the last one it saw. Keyed by the whole version instead,
+# every query re-read all 3.76 M ledger roots at 15 M calls (1-2 s), because the ledger gets a
+# version at every committer cadence.
+FRAGMENT_CACHE_ENTRIES = 4096
 
 
 def _fragment_key(uri: str, fragment: lance.LanceFragment, generation: int) -> FragmentKey:
@@ -91,10 +71,10 @@ def _fragment_key(uri: str, fragment: lance.LanceFragment, generation: int) -> F
 
 
 # A generation's roots per ledger fragment, indexed for vectorised membership over large candidate sets.
-LEDGER_ROOTS: _FragmentCache[RootSet] = _FragmentCache()
+LEDGER_ROOTS: LruCache[FragmentKey, RootSet] = LruCache(FRAGMENT_CACHE_ENTRIES)
 # Per leaf fragment: the start times it holds (min, max) if a range filter answered by the zone map
 # is slow on it (lance_rowids), else ().
-SLOW_ZONE_MAP: _FragmentCache[tuple[int, int] | tuple[()]] = _FragmentCache()
+SLOW_ZONE_MAP: LruCache[FragmentKey, tuple[int, int] | tuple[()]] = LruCache(FRAGMENT_CACHE_ENTRIES)
 
 
 def _slow_span(fragment: lance.LanceFragment) -> tuple[int, int] | tuple[()]:
