@@ -160,6 +160,13 @@ class ProjectionActivities:
         self._pool.shutdown(wait=True)
         self.committer.close()
 
+    def caches_held(self) -> str:
+        """The bounded caches' fill, for the worker's memory log line."""
+        return (
+            f"Lance session {self.lance.session.size_bytes() / 2**20:.1f} MiB,"
+            f" meta-segment indexes {len(self._meta_indexes)} of {_META_INDEX_CACHE}"
+        )
+
     def activities(self) -> list[Any]:
         return [self.ingest_pack, self.project_meta_object, self.quarantine_object, self.active_generation]
 

@@ -14,7 +14,11 @@ Lance writes).
 --shape big (the default) packs many executions of 10 spans into each meta object; --shape small
 is what a process with light traffic writes: one long stream, two meta objects per one-second
 publish cycle (meta-pre with the RootStarted, meta-post with one or two RootEnded), and prints
-meta objects per second and CPU per meta object for the first and the last 1,000 objects.
+meta objects per second and CPU per meta object for the first and the last 1,000 objects, and
+the process's memory after every --window objects (RSS, glibc's and Arrow's shares, the caches).
+
+The bench sets the allocators as the worker does (its settings' defaults: Arrow on the system
+pool, at most two glibc arenas); --arrow-pool and --malloc-arena-max measure another choice.
 
 --index runs an IndexAndCompact tick over every dataset first (the schedule's steady state: the
 committer then folds new rows into those indexes); --concurrency runs
@@ -36,7 +40,7 @@ import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,6 +49,7 @@ sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
 import logging  # noqa: E402
 
 import conftest as fx  # noqa: E402
+import pyarrow as pa  # noqa: E402
 from bucket_corpus import build_objects, upload  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
@@ -54,9 +59,11 @@ from activities.projection.batches import build_batch_set, build_batches  # noqa
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
 from api.common.process_gc import tune_gc  # noqa: E402
+from api.common.process_memory import ArrowPool, memory_snapshot, tune_allocators  # noqa: E402
 from formats.contracts import projection as c  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402
+from worker.settings import TemporalWorkerSettings  # noqa: E402
 
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
@@ -247,7 +254,23 @@ def main() -> None:
     ap.add_argument(
         "--default-gc", action="store_true", help="keep Python's GC thresholds (the worker tunes them)"
     )
+    worker = TemporalWorkerSettings.model_fields
+    ap.add_argument(
+        "--arrow-pool",
+        choices=get_args(ArrowPool),
+        default=worker["arrow_memory_pool"].default,
+        help="pyarrow's memory pool (default: the worker's)",
+    )
+    ap.add_argument(
+        "--malloc-arena-max",
+        type=int,
+        default=worker["malloc_arena_max"].default,
+        help="glibc arenas at most, 0: glibc's default (default: the worker's)",
+    )
     args = ap.parse_args()
+    # As the worker does first thing (its settings' defaults unless told otherwise).
+    tune_allocators(args.malloc_arena_max, args.arrow_pool)
+    arrow_pool = pa.default_memory_pool().backend_name
     if not args.default_gc:
         tune_gc()  # as the worker does once it has started
     tmp = Path(tempfile.mkdtemp())
@@ -340,10 +363,18 @@ def main() -> None:
         # threads (a window's whole cost: the committer's upkeep and Lance's pools included).
         per_object: list[tuple[float, float, float]] = []
 
+        # The process's memory after every --window objects: whether it levels off (caches full)
+        # or keeps growing (an allocator holding what was freed).
+        memory: list[str] = []
+
         def project(key: str) -> c.ProjectMetaResult:
             c1 = time.thread_time()
             result = acts.project_meta_object(c.ProjectMetaInput(key, 1))
-            per_object.append((time.perf_counter(), time.thread_time() - c1, time.process_time()))
+            with t.lock:
+                per_object.append((time.perf_counter(), time.thread_time() - c1, time.process_time()))
+                if len(per_object) % args.window == 0:
+                    held = f"{memory_snapshot().describe()}; {acts.caches_held()}"
+                    memory.append(f"  after {len(per_object)} objects: {held}")
             return result
 
         # The worker runs activities on a thread pool (8 threads): --concurrency mirrors it.
@@ -394,6 +425,9 @@ def main() -> None:
                 prof.dump_stats(args.profile_out)
 
         print(f"executions projected: {n} ({dict(outcomes)}), mean spans/execution {spans:.1f}")
+        arenas = args.malloc_arena_max or "glibc's default"
+        print(f"memory (MiB; glibc arenas at most {arenas}, Arrow pool {arrow_pool}):")
+        print("\n".join(memory) or f"  {memory_snapshot().describe()}; {acts.caches_held()}")
         if args.shape == "small":
             print_windows(per_object, projection_t0, args.window, t.events, projection_c0)
         print(f"meta objects: {len(up.meta_keys)}, packs: {len(up.pack_keys)} (pack ingest {packs_s:.2f} s)")

@@ -287,40 +287,52 @@ def per_minute(times_s: list[float], start: float, minutes: int) -> list[int]:
 # --- sampling the running stack ------------------------------------------------------------------------
 
 
-def proc_cpu() -> dict[int, tuple[int, float]]:
-    """pid -> (process group, CPU seconds) for every process on the machine we may read."""
+def proc_stat() -> dict[int, tuple[int, float, float]]:
+    """pid -> (process group, CPU seconds, resident MB) for every process on the machine we may read."""
     tick = os.sysconf("SC_CLK_TCK")
-    out: dict[int, tuple[int, float]] = {}
+    page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
+    out: dict[int, tuple[int, float, float]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError, IndexError, ValueError):
+            # Fields from the state on (proc(5) numbers them from 3): pgrp 5, utime 14, stime 15, rss 24.
             fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
-            out[int(entry.name)] = (int(fields[2]), (int(fields[11]) + int(fields[12])) / tick)
+            cpu = (int(fields[11]) + int(fields[12])) / tick
+            out[int(entry.name)] = (int(fields[2]), cpu, int(fields[21]) * page_mb)
     return out
 
 
 class CpuLedger:
-    """CPU seconds per component, kept for processes that have died (the killed worker)."""
+    """CPU seconds per component, kept for processes that have died (the killed worker); and
+    resident memory per process group of the live ones (``memory_groups``: group -> label), so
+    each worker's own memory is seen apart."""
 
     def __init__(self) -> None:
         self.last: dict[int, tuple[str, float]] = {}
 
-    def sample(self, groups: dict[int, str], pids: dict[int, str]) -> dict[str, float]:
-        for pid, (pgid, cpu) in proc_cpu().items():
+    def sample(
+        self, groups: dict[int, str], pids: dict[int, str], memory_groups: dict[int, str]
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        rss: dict[str, float] = defaultdict(float)
+        for pid, (pgid, cpu, mb) in proc_stat().items():
             name = pids.get(pid) or groups.get(pgid)
             if name is not None:
                 self.last[pid] = (name, cpu)
+            label = memory_groups.get(pgid)
+            if label is not None:
+                rss[label] += mb
         totals: dict[str, float] = defaultdict(float)
         for name, cpu in self.last.values():
             totals[name] += cpu
-        return dict(totals)
+        return dict(totals), dict(rss)
 
 
 @dataclass
 class Sample:
     t: float
     cpu: dict[str, float]
+    rss: dict[str, float]  # resident MB per process group: "worker 1" (the stack's), "worker 2", ...
     visible: int
     in_flight: int
     running: int  # ProjectMetaObject workflows running
@@ -453,10 +465,15 @@ def main() -> int:
 
     base = Path(tempfile.mkdtemp(prefix="soak-"))
     specs = plan_streams(base, args.streams, args.rate, small, args.small_rate)
-    # Lance's commit events (lance::events) in the workers' logs: the conflict figures.
-    env = {"LANCE_LOG": "info"}
+    # Lance's commit events (lance::events) in the workers' logs: the conflict figures; and the
+    # workers' memory line every minute (what holds their RSS).
+    env = {"LANCE_LOG": "info", "BAML_STUDIO_WORKER_MEMORY_LOG_INTERVAL_S": "60"}
     if args.index_interval is not None:
         env["BAML_STUDIO_PROJECTION_INDEX_INTERVAL_S"] = str(args.index_interval)
+    # In this process's environment too: the second worker takes the stack's worker environment,
+    # which is built from it (until 2026-12-05 its log had no Lance events, so its commits and
+    # conflicts were missing from the figures).
+    os.environ.update(env)
     state = start_stack_here(base, env=env)
     children = Children()
     world = World(state)
@@ -523,9 +540,15 @@ def soak(
             raise SystemExit(f"the stack failed: {now.error if now else 'no stack.json'}")
         groups, pids = components()
         visible, in_flight = queue_depth(world.sqs, state.queue_url)
+        assert children.worker2 is not None
+        second = children.worker2.pid
+        memory_groups = {
+            g: ("worker 2" if g == second else "worker 1") if name == "worker" else name
+            for g, name in groups.items()
+        }
         s = Sample(
             time.time(),
-            cpu.sample(groups, pids),
+            *cpu.sample(groups, pids, memory_groups),
             visible,
             in_flight,
             temporal.count("Running"),
@@ -548,7 +571,7 @@ def soak(
         f"{len(shares)} load processes; run dir {run_dir}",
         flush=True,
     )
-    print("   t(s)  SQS vis  in-flight  wf running  wf done  load1", flush=True)
+    print("   t(s)  SQS vis  in-flight  wf running  wf done  load1  RSS MB worker 1/2", flush=True)
     last_print = 0.0
     while time.time() < t_start + duration:
         time.sleep(max(0.0, min(args.sample_s, t_start + duration - time.time())))
@@ -575,7 +598,8 @@ def soak(
             last_print = s.t
             print(
                 f"  {s.t - t_start:5.0f}  {s.visible:7d}  {s.in_flight:9d}  {s.running:10d}"
-                f"  {s.completed:7d}  {s.load1:5.2f}",
+                f"  {s.completed:7d}  {s.load1:5.2f}"
+                f"  {s.rss.get('worker 1', 0):6.0f}/{s.rss.get('worker 2', 0):.0f}",
                 flush=True,
             )
     t_stop = time.time()
@@ -702,6 +726,7 @@ def soak(
             f" max {worst:.2f} s; worker restarted after {back:.1f} s"
         )
     cpu_report(samples, t_start, t_stop, final, committed, n_exec, lags, ended_at, minutes)
+    memory_report(samples, t_start, t_stop, killed[1] if killed else None)
     conflict_report(logs)
     ok = not (
         rec.lost
@@ -871,6 +896,33 @@ def cpu_report(
         )
     seen = samples[:: max(1, len(samples) // 12)]
     print(f"load average (1 min) over the run: {', '.join(f'{s.load1:.1f}' for s in seen)}")
+
+
+def memory_report(samples: list[Sample], t_start: float, t_stop: float, killed_at: float | None) -> None:
+    """Resident memory per component over the load: does it level off? Worker 1 runs the whole
+    load; worker 2 is restarted at the kill, so its figures start again there."""
+    print("resident memory (MB) per component: at the start of load, after 1 min, at half-time, at the end;")
+    print("  peak; growth per minute over the first and the second half of the load")
+    half = t_start + (t_stop - t_start) / 2
+    marks = [t_start, t_start + 60, half, t_stop]
+    for label in sorted({k for s in samples for k in s.rss}):
+        during = [s for s in samples if t_start <= s.t <= t_stop and label in s.rss]
+        if len(during) < 2:
+            continue
+        at = [samples_at(during, m).rss.get(label, 0.0) for m in marks]
+        growth = []
+        for a, b in ((t_start, half), (half, t_stop)):
+            if label == "worker 2" and killed_at is not None and a < killed_at <= b:
+                a = killed_at + 60  # the restarted process, once it has started
+            part = [s for s in during if a <= s.t <= b]
+            span = (part[-1].t - part[0].t) / 60 if len(part) >= 2 else 0.0
+            growth.append((part[-1].rss[label] - part[0].rss[label]) / span if span else float("nan"))
+        print(
+            f"  {label:10s} "
+            + " ".join(f"{v:7.0f}" for v in at)
+            + f"  peak {max(s.rss[label] for s in during):7.0f}"
+            + f"  growth {growth[0]:+6.1f} / {growth[1]:+6.1f} MB/min"
+        )
 
 
 def conflict_report(logs: Path) -> None:

@@ -23,6 +23,7 @@ from typing import ClassVar
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.common.process_memory import ArrowPool
 from formats.contracts import DEFAULT_TASK_QUEUE, Workload
 from formats.deployment_settings import DeploymentSettings, refuse_placeholder_credentials
 
@@ -102,6 +103,27 @@ class TemporalWorkerSettings(DeploymentSettings):
     )
     heartbeat_interval_s: float = Field(
         default=2.0, gt=0, description="Seconds between heartbeat-file writes."
+    )
+    memory_log_interval_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seconds between the worker's memory log lines (RSS, allocators, caches); 0: none.",
+    )
+    malloc_arena_max: int = Field(
+        default=2,
+        ge=0,
+        description=(
+            "glibc malloc arenas at most (0: glibc's default, eight per core); fewer arenas hold"
+            " less freed memory across the activity threads."
+        ),
+    )
+    arrow_memory_pool: ArrowPool = Field(
+        default="system",
+        description=(
+            "pyarrow's memory pool: system (glibc's malloc), mimalloc, jemalloc, or default"
+            " (pyarrow's own choice); mimalloc keeps pages per thread, which 256 activity threads"
+            " multiply."
+        ),
     )
 
 

@@ -47,6 +47,7 @@ from activities.projection_activities import ProjectionActivities
 from activities.runtime import GenerationSwitch, Identity, build_projection_activities
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.common.process_gc import tune_gc
+from api.common.process_memory import memory_snapshot, tune_allocators
 from api.common.temporal_rpc import is_transient
 from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c
@@ -71,6 +72,15 @@ async def _heartbeat(path: Path, interval_s: float, task_queue: str) -> None:
     while True:
         write_heartbeat(path, {"task_queue": task_queue})
         await asyncio.sleep(interval_s)
+
+
+async def _log_memory(interval_s: float, acts: ProjectionActivities) -> None:
+    """Where the worker's memory is, every ``interval_s``: a process that runs for days shows in
+    its own log whether its caches are filling (bounded: the Lance session, the indexes) or its
+    allocators are holding freed memory (docs/projection-runtime.md, "the worker's memory")."""
+    while True:
+        await asyncio.sleep(interval_s)
+        log.info("memory: %s; %s", memory_snapshot().describe(), acts.caches_held())
 
 
 def resolve_identity(settings: ProjectionSettings) -> Identity | None:
@@ -303,6 +313,10 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
             ensuring = asyncio.create_task(keep_ensuring_schedules(client, settings.task_queue, identity, ps))
             ensuring.add_done_callback(_log_failure)
             background.append(ensuring)
+        if settings.memory_log_interval_s > 0:
+            memory = asyncio.create_task(_log_memory(settings.memory_log_interval_s, acts))
+            memory.add_done_callback(_log_failure)
+            background.append(memory)
     else:
         # Only the health check: it proves the worker answers before the deployment exists.
         workers.append(build_worker(client, settings.task_queue, []))
@@ -331,6 +345,8 @@ def main() -> None:
     except ConfigurationError as exc:  # placeholder credentials outside the stack, and the like
         log.error("configuration error: %s", exc)
         sys.exit(2)
+    # Before any thread allocates: glibc's cap applies to arenas created after it.
+    tune_allocators(settings.malloc_arena_max, settings.arrow_memory_pool)
     asyncio.run(run_worker(settings))
 
 

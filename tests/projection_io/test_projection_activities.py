@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import re
 import threading
 from collections import Counter
 from pathlib import Path
@@ -16,6 +20,7 @@ from formats import object_keys
 from formats.contracts import projection as c
 from formats.object_keys import Scope
 from formats.zstd_frame import compress_object, decompress_object
+from worker.temporal_worker import _log_memory
 
 
 def project_all(world, keys: list[str], generation: int = 1) -> Counter[str]:  # type: ignore[no-untyped-def]
@@ -227,3 +232,24 @@ def test_walk_back_reads_each_earlier_meta_object_once(world, tmp_path: Path) ->
     # Without the cache, walks re-read every earlier object: about n * n / 2 reads.
     meta_reads = {key: n for key, n in gets.items() if key in set(metas)}
     assert meta_reads == dict.fromkeys(metas, 1), meta_reads
+
+
+def test_the_workers_memory_line_names_its_allocators_and_caches(world, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    corpus = make_corpus(tmp_path, world.scope, executions=12, processes=1, rate_per_second=20)
+    put_all(world, corpus)
+    ingest_all(world, corpus.up.pack_keys)
+    metas = sorted(corpus.up.meta_keys)
+    project_all(world, metas)
+
+    async def a_few_lines() -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_log_memory(0.05, world.acts), 0.3)
+
+    with caplog.at_level(logging.INFO, logger="baml_studio.temporal_worker"):
+        asyncio.run(a_few_lines())
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory: ")]
+    assert lines, caplog.text
+    # Each projected meta object's index is held once; the session holds the datasets' metadata.
+    assert f"meta-segment indexes {len(metas)} of 50000" in lines[-1]
+    assert re.search(r"RSS \d+ MiB \(anonymous \d+\), glibc in use \d+ / free \d+, Arrow pool \d+", lines[-1])
+    assert re.search(r"Lance session \d+\.\d MiB", lines[-1])
