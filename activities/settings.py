@@ -105,6 +105,19 @@ class ProjectionSettings(DeploymentSettings):
             " while it is this young, instead of looking for the newest first (0: always look)."
         ),
     )
+    lance_index_cache_mib: int = Field(
+        default=512,  # api.dataplane.lance_store.INDEX_CACHE_BYTES (not imported: lance is heavy)
+        ge=0,
+        description=(
+            "Lance index pages a worker keeps in memory (MiB, least recently used out first); a busy"
+            " worker fills it, since replaced index versions leave only by this bound."
+        ),
+    )
+    lance_metadata_cache_mib: int = Field(
+        default=256,  # api.dataplane.lance_store.METADATA_CACHE_BYTES
+        ge=0,
+        description="Lance manifests and data-file footers a worker keeps in memory (MiB), likewise.",
+    )
     activity_threads: int = Field(
         default=256,
         ge=1,

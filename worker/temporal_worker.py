@@ -77,7 +77,7 @@ async def _heartbeat(path: Path, interval_s: float, task_queue: str) -> None:
 async def _log_memory(interval_s: float, acts: ProjectionActivities) -> None:
     """Where the worker's memory is, every ``interval_s``: a process that runs for days shows in
     its own log whether its caches are filling (bounded: the Lance session, the indexes) or its
-    allocators are holding freed memory (docs/projection-runtime.md, "the worker's memory")."""
+    allocators are holding freed memory (docs/projection-runtime.md, "Worker", "Memory")."""
     while True:
         await asyncio.sleep(interval_s)
         log.info("memory: %s; %s", memory_snapshot().describe(), acts.caches_held())

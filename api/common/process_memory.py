@@ -6,13 +6,14 @@ a meta object's batches and tables are built from). Both keep memory per thread:
 eight arenas per core, each grown by whichever thread took it; Arrow's default pool, mimalloc,
 in a heap of pages per thread. The worker runs up to ``activity_threads`` (256) activities at once,
 so each thread's leftovers add up, and the process's RSS rose with every object while the data
-the worker keeps stayed a few MB (docs/projection-runtime.md, "2026-12-05: the worker's memory").
+the worker keeps grew far less (docs/projection-runtime.md, "Worker", "Memory").
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,13 @@ ArrowPool = Literal["system", "mimalloc", "jemalloc", "default"]
 _M_ARENA_MAX = -8
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    # find_library runs ldconfig in a subprocess: once per process, not per memory line.
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
 def cap_malloc_arenas(arena_max: int) -> bool:
     """At most ``arena_max`` glibc arenas from now on (0: glibc's default, eight per core).
 
@@ -35,11 +43,9 @@ def cap_malloc_arenas(arena_max: int) -> bool:
     """
     if arena_max <= 0:
         return False
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    mallopt = getattr(libc, "mallopt", None)
+    mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is None:
-        log.warning("no mallopt in the C library (%s): glibc's arena cap is not set", name)
+        log.warning("no mallopt in the C library: glibc's arena cap is not set")
         return False
     return bool(mallopt(_M_ARENA_MAX, arena_max))
 
@@ -113,8 +119,7 @@ def memory_snapshot() -> MemorySnapshot:
         if key in ("VmRSS", "RssAnon"):
             status[key] = int(value.split()[0]) / 1024
     in_use = free = None
-    name = ctypes.util.find_library("c")
-    mallinfo2 = getattr(ctypes.CDLL(name), "mallinfo2", None) if name else None
+    mallinfo2 = getattr(_libc(), "mallinfo2", None)  # glibc 2.33 and later
     if mallinfo2 is not None:
         mallinfo2.restype = _MallInfo2
         info = mallinfo2()

@@ -63,7 +63,8 @@ WRITE_BASES_HELD = 64  # past this many datasets' handles, expired ones are drop
 # recently merged dropped first: two per scope, a few KiB each.
 REPEATS_HELD = 1024
 MAINTENANCE_ATTEMPTS = 4  # per step of index_and_compact that can lose a commit race
-# The shared session's caches (per store, so per process): a worker's hot index pages and footers fit.
+# The shared session's caches (per store, so per process) unless told otherwise (the worker's
+# ProjectionSettings.lance_*_cache_mib): a worker's hot index pages and footers fit.
 INDEX_CACHE_BYTES = 512 << 20
 METADATA_CACHE_BYTES = 256 << 20
 ValueRow = tuple[int, bytes, str | None]  # values_v1: (codec, body, locator)
@@ -377,6 +378,8 @@ class LanceStore:
         conflict_retries: int = 20,
         outer_retries: int = 5,
         write_base_ttl_s: float = WRITE_BASE_TTL_S,
+        index_cache_bytes: int = INDEX_CACHE_BYTES,
+        metadata_cache_bytes: int = METADATA_CACHE_BYTES,
     ) -> None:
         if (bucket is None) == (root is None):
             raise ValueError("give exactly one of bucket (S3) or root (local directory)")
@@ -410,8 +413,11 @@ class LanceStore:
         # footers from S3 again: in bench/soak.py most of moto's Lance requests were re-reads of
         # the same immutable index and data files. Index and data files never change once written
         # (a new version writes new files), so a cached page is never stale.
+        # Bounded, least recently used first out: pages of index versions and fragments that newer
+        # commits replaced are never read again and stay until the bound pushes them out, so a busy
+        # worker's session fills to its bound (docs/projection-runtime.md, "Worker", "Memory").
         self.session = lance.Session(
-            index_cache_size_bytes=INDEX_CACHE_BYTES, metadata_cache_size_bytes=METADATA_CACHE_BYTES
+            index_cache_size_bytes=index_cache_bytes, metadata_cache_size_bytes=metadata_cache_bytes
         )
 
     @classmethod
@@ -423,6 +429,7 @@ class LanceStore:
         region: str,
         access_key_id: str,
         secret_access_key: str,
+        **tuning: Any,
     ) -> LanceStore:
         options = {
             "aws_region": region,
@@ -433,17 +440,19 @@ class LanceStore:
             options["aws_endpoint"] = endpoint_url
             if endpoint_url.startswith("http://"):
                 options["allow_http"] = "true"
-        return cls(bucket=bucket, storage_options=options)
+        return cls(bucket=bucket, storage_options=options, **tuning)
 
     @classmethod
-    def in_bucket(cls, bucket: str, access: ObjectStoreAccess) -> LanceStore:
-        """Datasets in ``bucket`` of the object store that settings (or a stack deployment) name."""
+    def in_bucket(cls, bucket: str, access: ObjectStoreAccess, **tuning: Any) -> LanceStore:
+        """Datasets in ``bucket`` of the object store that settings (or a stack deployment) name;
+        ``tuning``: the constructor's keyword arguments (cache sizes, the write base's age)."""
         return cls.for_s3(
             bucket,
             endpoint_url=access.s3_endpoint_url or None,
             region=access.aws_region,
             access_key_id=access.aws_access_key_id,
             secret_access_key=reveal(access.aws_secret_access_key),
+            **tuning,
         )
 
     def uri(self, scope: Scope, dataset: str) -> str:

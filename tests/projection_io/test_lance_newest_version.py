@@ -143,3 +143,17 @@ def test_rows_held_are_remembered_for_the_latest_datasets_only(
     again = store.merge(SCOPE, "source_files_v1", _sources("a"))
     assert (again.inserted, again.updated) == (0, 0)
     assert list(store._repeats_held) == [store.uri(SCOPE, "source_files_v1")]
+
+
+def test_the_session_holds_at_most_the_cache_sizes_given(tmp_path: Path) -> None:
+    """Every version's manifest and every data file's footer go into the store's session; replaced
+    ones leave only by the bound (ProjectionSettings.lance_*_cache_mib), which must hold."""
+    bounded = LanceStore(root=tmp_path / "a", index_cache_bytes=0, metadata_cache_bytes=64 << 10)
+    unbounded = LanceStore(root=tmp_path / "b")
+    for store in (bounded, unbounded):
+        for i in range(60):
+            store.merge(SCOPE, "cid_refs_v1", _refs(i))
+            assert store.open(SCOPE, "cid_refs_v1") is not None
+    held = unbounded.session.size_bytes()
+    assert held > 256 << 10  # sixty versions' metadata: the bound below is binding
+    assert bounded.session.size_bytes() <= 64 << 10
