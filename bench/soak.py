@@ -369,13 +369,15 @@ class Temporal:
 # --- the run -----------------------------------------------------------------------------------------
 
 
-def start_second_worker(state: Any, log_path: Path) -> subprocess.Popen[bytes]:
+def start_second_worker(state: Any, log_path: Path, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A second worker process with exactly the environment the stack gives its own worker."""
     from worker.stack.launcher import _common_env  # the stack's one definition of that environment
 
-    env = _common_env(state) | {
-        "BAML_STUDIO_WORKER_HEARTBEAT_FILE": str(Path(state.run_dir) / "worker2.heartbeat")
-    }
+    env = (
+        _common_env(state)
+        | extra_env
+        | {"BAML_STUDIO_WORKER_HEARTBEAT_FILE": str(Path(state.run_dir) / "worker2.heartbeat")}
+    )
     with log_path.open("ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "worker.temporal_worker"],
@@ -413,6 +415,7 @@ class Children:
     """What the bench starts beside the stack, stopped whatever happens."""
 
     worker2: subprocess.Popen[bytes] | None = None
+    worker2_env: dict[str, str] = field(default_factory=dict)  # the soak's settings for the stack
     loads: list[tuple[Any, Connection]] = field(default_factory=list)
     failed_starts: int = 0  # restarts of worker 2 that exited before polling
 
@@ -470,12 +473,10 @@ def main() -> int:
     env = {"LANCE_LOG": "info", "BAML_STUDIO_WORKER_MEMORY_LOG_INTERVAL_S": "60"}
     if args.index_interval is not None:
         env["BAML_STUDIO_PROJECTION_INDEX_INTERVAL_S"] = str(args.index_interval)
-    # In this process's environment too: the second worker takes the stack's worker environment,
-    # which is built from it (until 2026-12-05 its log had no Lance events, so its commits and
-    # conflicts were missing from the figures).
-    os.environ.update(env)
     state = start_stack_here(base, env=env)
-    children = Children()
+    # The second worker gets them too (until 2026-12-05 its log had no Lance events, so its
+    # commits and conflicts were missing from the figures).
+    children = Children(worker2_env=env)
     world = World(state)
     try:
         return soak(args, specs, state, world, children)
@@ -498,7 +499,7 @@ def soak(
     run_dir = Path(state.run_dir)
     logs = run_dir / "logs"
     worker2_log = logs / "worker2.log"
-    worker2 = children.worker2 = start_second_worker(state, worker2_log)
+    worker2 = children.worker2 = start_second_worker(state, worker2_log, children.worker2_env)
 
     beat = run_dir / "worker2.heartbeat"
     deadline = time.monotonic() + 60
@@ -592,7 +593,7 @@ def soak(
             killed = (victim.pid, time.time())
             print(f"  killed worker 2 (pid {victim.pid}) with SIGKILL at t={killed[1] - t_start:.0f} s")
             beat.unlink(missing_ok=True)
-            children.worker2 = start_second_worker(state, worker2_log)
+            children.worker2 = start_second_worker(state, worker2_log, children.worker2_env)
         restarted = restarted or restart_seen(killed, children, beat, state, worker2_log)
         if s.t - last_print >= 30:
             last_print = s.t
@@ -763,7 +764,7 @@ def restart_seen(
         if w.poll() is not None:
             children.failed_starts += 1
             print(f"  worker 2 exited with code {w.returncode} before polling; starting it again")
-            children.worker2 = start_second_worker(state, log_path)
+            children.worker2 = start_second_worker(state, log_path, children.worker2_env)
         return None
     after = time.time() - killed[1]
     print(

@@ -109,6 +109,13 @@ class TemporalWorkerSettings(DeploymentSettings):
         ge=0,
         description="Seconds between the worker's memory log lines (RSS, allocators, caches); 0: none.",
     )
+    trace_python_heap: bool = Field(
+        default=False,
+        description=(
+            "Trace Python's allocations (tracemalloc) so each memory line names the five source lines"
+            " holding the most: a diagnosis, it slows the worker."
+        ),
+    )
     malloc_arena_max: int = Field(
         default=2,
         ge=0,

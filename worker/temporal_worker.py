@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -47,7 +48,7 @@ from activities.projection_activities import ProjectionActivities
 from activities.runtime import GenerationSwitch, Identity, build_projection_activities
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.common.process_gc import tune_gc
-from api.common.process_memory import memory_snapshot, tune_allocators
+from api.common.process_memory import memory_snapshot, python_heap_top, tune_allocators
 from api.common.temporal_rpc import is_transient
 from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c
@@ -80,7 +81,7 @@ async def _log_memory(interval_s: float, acts: ProjectionActivities) -> None:
     allocators are holding freed memory (docs/projection-runtime.md, "Worker", "Memory")."""
     while True:
         await asyncio.sleep(interval_s)
-        log.info("memory: %s; %s", memory_snapshot().describe(), acts.caches_held())
+        log.info("memory: %s; %s%s", memory_snapshot().describe(), acts.caches_held(), python_heap_top())
 
 
 def resolve_identity(settings: ProjectionSettings) -> Identity | None:
@@ -347,6 +348,8 @@ def main() -> None:
         sys.exit(2)
     # Before any thread allocates: glibc's cap applies to arenas created after it.
     tune_allocators(settings.malloc_arena_max, settings.arrow_memory_pool)
+    if settings.trace_python_heap:
+        tracemalloc.start()
     asyncio.run(run_worker(settings))
 
 

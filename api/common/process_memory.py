@@ -131,3 +131,18 @@ def memory_snapshot() -> MemorySnapshot:
         malloc_free=free,
         arrow_pool=pa.total_allocated_bytes() / 2**20,
     )
+
+
+def python_heap_top(n: int = 5) -> str:
+    """With ``PYTHONTRACEMALLOC`` set (a diagnosis: it slows allocation), the ``n`` source lines
+    holding the most Python memory, for the memory line; "" when tracemalloc is off."""
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        return ""
+    sites = []
+    for stat in tracemalloc.take_snapshot().statistics("lineno")[:n]:
+        frame = stat.traceback[0]
+        where = "/".join(frame.filename.split("/")[-2:])  # package/module.py
+        sites.append(f"{where}:{frame.lineno} {stat.size / 2**20:.1f} MiB")
+    return "; Python heap: " + ", ".join(sites)

@@ -97,3 +97,18 @@ def test_a_snapshot_sees_what_malloc_and_arrow_hold() -> None:
     assert after.malloc_in_use - before.malloc_in_use >= 63
     assert after.arrow_pool - before.arrow_pool >= 30
     del block, values
+
+
+def test_with_tracemalloc_on_the_heap_line_names_the_lines_holding_most() -> None:
+    code = textwrap.dedent(
+        """
+        import tracemalloc
+        from api.common.process_memory import python_heap_top
+        assert python_heap_top() == ""  # off: nothing, at no cost
+        tracemalloc.start()
+        held = [bytes(1000) for _ in range(20_000)]
+        print(python_heap_top(2))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert run.stdout.startswith("; Python heap: <string>:6 19.")  # 20,000 blocks of ~1 KB, first
