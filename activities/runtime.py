@@ -85,13 +85,7 @@ def build_projection_activities(
         log.warning("client certificate %s missing: projection activities not registered", tls.client_cert)
         return None
     client = BoundaryClient(ws.boundary_workload_url, tls, identity.deployment_id, identity.cell)
-    lance = LanceStore.in_bucket(
-        ws.bucket,
-        ws,
-        write_base_ttl_s=ps.commit_write_base_ttl_s,
-        index_cache_bytes=ps.lance_index_cache_mib << 20,
-        metadata_cache_bytes=ps.lance_metadata_cache_mib << 20,
-    )
+    lance = LanceStore.in_bucket(ws.bucket, ws, **ps.lance_store_options())
     acts = ProjectionActivities(
         s3=object_store_client(ws),
         bucket=ws.bucket,

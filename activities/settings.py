@@ -105,8 +105,12 @@ class ProjectionSettings(DeploymentSettings):
             " while it is this young, instead of looking for the newest first (0: always look)."
         ),
     )
+    # A quarter of a LanceStore's own default (the coordinator's, for queries over whole datasets):
+    # a worker reads the newest versions only, and in bench/soak.py a 64 MiB session served it with
+    # no more S3 reads than 768 MiB did, which it filled with replaced versions
+    # (docs/projection-runtime.md, "2026-12-05: the worker's memory").
     lance_index_cache_mib: int = Field(
-        default=512,  # api.dataplane.lance_store.INDEX_CACHE_BYTES (not imported: lance is heavy)
+        default=128,
         ge=0,
         description=(
             "Lance index pages a worker keeps in memory (MiB, least recently used out first); a busy"
@@ -114,7 +118,7 @@ class ProjectionSettings(DeploymentSettings):
         ),
     )
     lance_metadata_cache_mib: int = Field(
-        default=256,  # api.dataplane.lance_store.METADATA_CACHE_BYTES
+        default=64,
         ge=0,
         description="Lance manifests and data-file footers a worker keeps in memory (MiB), likewise.",
     )
@@ -152,6 +156,14 @@ class ProjectionSettings(DeploymentSettings):
         default=None, description="Operator token for the generation switch."
     )
     queue_url: str | None = Field(default=None, description="Projection queue URL for replay.")
+
+    def lance_store_options(self) -> dict[str, float | int]:
+        """The worker's ``LanceStore`` keyword arguments (``LanceStore.in_bucket``'s ``tuning``)."""
+        return {
+            "write_base_ttl_s": self.commit_write_base_ttl_s,
+            "index_cache_bytes": self.lance_index_cache_mib << 20,
+            "metadata_cache_bytes": self.lance_metadata_cache_mib << 20,
+        }
 
     def missing_identity(self) -> list[str]:
         """The environment variables of the identity settings that are unset (empty: complete)."""

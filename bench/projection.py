@@ -309,7 +309,7 @@ def main() -> None:
         spans = sum(len(e.spans) for e in truth.executions) / max(1, len(truth.executions))
         up = build_objects(tmp / "profile", boundary.scope)
         upload(s3, bucket, up)
-        lance = fx.make_lance(m, bucket)
+        lance = fx.make_lance(m, bucket, **ProjectionSettings().lance_store_options())  # the worker's
         if args.write_base_ttl is not None:
             lance.write_base_ttl_s = args.write_base_ttl
         if args.probe_every_fragment:

@@ -32,10 +32,14 @@ disk at the end of that publish cycle, up to 1 s later, so the figure is conserv
 from /proc per process group for every part of the stack, both workers, the load generator and
 this bench, and divided by the executions and meta objects projected in the same window. The
 baseline in the same run is the first minute of load against the last: per-execution cost and
-freshness must not grow. Lance commits and conflicts are counted from Lance's own commit events
-in the workers' logs (``LANCE_LOG=info``), as ``tests/projection_io/test_several_workers.py``
-does: a ``transaction`` file deleted is a commit attempt that lost the race to another process
-and was rebased by Lance; ``data`` files deleted were rewritten by a re-run merge.
+freshness must not grow. Resident memory is read the same way, per component and each worker
+apart, and printed at the start of the load, after a minute, at half-time and at the end, with its
+growth per minute over each half; the workers log where theirs is every minute (RSS, glibc's and
+Arrow's shares, Lance's session, the indexes: docs/projection-runtime.md, "Worker", "Memory").
+Lance commits and conflicts are counted from Lance's own commit events in the workers' logs
+(``LANCE_LOG=info``), as ``tests/projection_io/test_several_workers.py`` does: a ``transaction``
+file deleted is a commit attempt that lost the race to another process and was rebased by Lance;
+``data`` files deleted were rewritten by a re-run merge.
 
 Exits 1 when anything was lost, duplicated, quarantined or left pending.
 """

@@ -63,8 +63,8 @@ WRITE_BASES_HELD = 64  # past this many datasets' handles, expired ones are drop
 # recently merged dropped first: two per scope, a few KiB each.
 REPEATS_HELD = 1024
 MAINTENANCE_ATTEMPTS = 4  # per step of index_and_compact that can lose a commit race
-# The shared session's caches (per store, so per process) unless told otherwise (the worker's
-# ProjectionSettings.lance_*_cache_mib): a worker's hot index pages and footers fit.
+# The shared session's caches (per store, so per process) unless told otherwise: the coordinator's,
+# whose queries read whole datasets. The worker sets its own, smaller (ProjectionSettings.lance_*).
 INDEX_CACHE_BYTES = 512 << 20
 METADATA_CACHE_BYTES = 256 << 20
 ValueRow = tuple[int, bytes, str | None]  # values_v1: (codec, body, locator)

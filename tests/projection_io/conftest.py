@@ -177,9 +177,14 @@ class World:
         return MaintenanceActivities(self.acts)
 
 
-def make_lance(moto: Moto, bucket: str) -> LanceStore:
+def make_lance(moto: Moto, bucket: str, **tuning: Any) -> LanceStore:
     return LanceStore.for_s3(
-        bucket, endpoint_url=moto.endpoint, region="us-east-1", access_key_id="test", secret_access_key="test"
+        bucket,
+        endpoint_url=moto.endpoint,
+        region="us-east-1",
+        access_key_id="test",
+        secret_access_key="test",
+        **tuning,
     )
 
 
