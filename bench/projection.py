@@ -49,7 +49,6 @@ sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
 import logging  # noqa: E402
 
 import conftest as fx  # noqa: E402
-import pyarrow as pa  # noqa: E402
 from bucket_corpus import build_objects, upload  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
@@ -59,11 +58,12 @@ from activities.projection.batches import build_batch_set, build_batches  # noqa
 from activities.projection_activities import ProjectionActivities  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
 from api.common.process_gc import tune_gc  # noqa: E402
-from api.common.process_memory import ArrowPool, memory_snapshot, tune_allocators  # noqa: E402
+from api.common.process_memory import ArrowPool, tune_allocators  # noqa: E402
 from formats.contracts import projection as c  # noqa: E402
 from formats.synth.config import SynthConfig  # noqa: E402
 from formats.synth.generator import synthesize  # noqa: E402
 from worker.settings import TemporalWorkerSettings  # noqa: E402
+from worker.temporal_worker import memory_line  # noqa: E402
 
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
@@ -269,8 +269,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     # As the worker does first thing (its settings' defaults unless told otherwise).
-    tune_allocators(args.malloc_arena_max, args.arrow_pool)
-    arrow_pool = pa.default_memory_pool().backend_name
+    arrow_pool = tune_allocators(args.malloc_arena_max, args.arrow_pool)
     if not args.default_gc:
         tune_gc()  # as the worker does once it has started
     tmp = Path(tempfile.mkdtemp())
@@ -373,8 +372,7 @@ def main() -> None:
             with t.lock:
                 per_object.append((time.perf_counter(), time.thread_time() - c1, time.process_time()))
                 if len(per_object) % args.window == 0:
-                    held = f"{memory_snapshot().describe()}; {acts.caches_held()}"
-                    memory.append(f"  after {len(per_object)} objects: {held}")
+                    memory.append(f"  after {len(per_object)} objects: {memory_line(acts)}")
             return result
 
         # The worker runs activities on a thread pool (8 threads): --concurrency mirrors it.
@@ -427,7 +425,7 @@ def main() -> None:
         print(f"executions projected: {n} ({dict(outcomes)}), mean spans/execution {spans:.1f}")
         arenas = args.malloc_arena_max or "glibc's default"
         print(f"memory (MiB; glibc arenas at most {arenas}, Arrow pool {arrow_pool}):")
-        print("\n".join(memory) or f"  {memory_snapshot().describe()}; {acts.caches_held()}")
+        print("\n".join(memory) or f"  at the end: {memory_line(acts)}")
         if args.shape == "small":
             print_windows(per_object, projection_t0, args.window, t.events, projection_c0)
         print(f"meta objects: {len(up.meta_keys)}, packs: {len(up.pack_keys)} (pack ingest {packs_s:.2f} s)")

@@ -81,7 +81,12 @@ async def _log_memory(interval_s: float, acts: ProjectionActivities) -> None:
     allocators are holding freed memory (docs/projection-runtime.md, "Worker", "Memory")."""
     while True:
         await asyncio.sleep(interval_s)
-        log.info("memory: %s; %s%s", memory_snapshot().describe(), acts.caches_held(), python_heap_top())
+        log.info("memory: %s", memory_line(acts))
+
+
+def memory_line(acts: ProjectionActivities) -> str:
+    """The process's memory, the worker's caches and (when traced) Python's heap: one line."""
+    return f"{memory_snapshot().describe()}; {acts.caches_held()}{python_heap_top()}"
 
 
 def resolve_identity(settings: ProjectionSettings) -> Identity | None:

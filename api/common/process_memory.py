@@ -67,8 +67,9 @@ def use_arrow_pool(pool: ArrowPool) -> str:
     return pa.default_memory_pool().backend_name
 
 
-def tune_allocators(arena_max: int, arrow_pool: ArrowPool) -> None:
-    """Both of the above, logged once: what a worker runs with is in its log."""
+def tune_allocators(arena_max: int, arrow_pool: ArrowPool) -> str:
+    """Both of the above, logged once: what a worker runs with is in its log. Returns Arrow's
+    backend in use."""
     capped = cap_malloc_arenas(arena_max)
     backend = use_arrow_pool(arrow_pool)
     log.info(
@@ -76,6 +77,7 @@ def tune_allocators(arena_max: int, arrow_pool: ArrowPool) -> None:
         f"at most {arena_max}" if capped else "glibc's default",
         backend,
     )
+    return backend
 
 
 class _MallInfo2(ctypes.Structure):
