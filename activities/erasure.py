@@ -27,6 +27,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.evidence_reader import EvidenceReader
+from activities.heartbeat import heartbeat
 from api.dataplane.boundary_client import BoundaryClient
 from api.dataplane.lance_store import LEDGER, LanceStore
 from formats import meta_segment as ms
@@ -70,11 +71,6 @@ def _crash_point(step: str) -> None:
     if os.environ.get(CRASH_AFTER_ENV) == step:
         log.warning("test crash after %s", step)
         os._exit(75)
-
-
-def _heartbeat(*details: Any) -> None:
-    if activity.in_activity():
-        activity.heartbeat(*details)
 
 
 def _scope(ref: ScopeRef) -> Scope:
@@ -193,7 +189,7 @@ class ErasureActivities:
                 codes = sorted({str(err.get("Code")) for err in errors})
                 raise ApplicationError(f"S3 refused {len(errors)} deletions ({', '.join(codes)})")
             deleted += len(batch)
-            _heartbeat("delete", deleted)
+            heartbeat("delete", deleted)
         return deleted
 
     def _delete_prefix(self, prefix: str) -> tuple[int, int]:
@@ -257,7 +253,7 @@ class ErasureActivities:
                     programs.add(record.program_id.hex())
                     if record.function_table_cid is not None:
                         tables.add(record.function_table_cid.hex())
-            _heartbeat("meta", euid)
+            heartbeat("meta", euid)
         return roots, programs, tables, versions
 
     def _pack_cids(self, reader: EvidenceReader, scope: Scope, euid: str) -> set[str]:
@@ -368,7 +364,7 @@ class ErasureActivities:
             # The stream's engine registry entries are derived from its meta objects: they go too
             # (not counted with the evidence versions the plan listed).
             self._delete_prefix(object_keys.engine_registry_prefix(scope, stream.euid))
-            _heartbeat("stream", stream.euid)
+            heartbeat("stream", stream.euid)
         log.info(
             "erasure objects deleted erasure_id=%s versions=%d markers=%d", inp.erasure_id, versions, markers
         )
@@ -393,7 +389,7 @@ class ErasureActivities:
             for rel, n in answer.deleted.items():
                 deleted[rel] = deleted.get(rel, 0) + n
             remaining += answer.remaining_total
-            _heartbeat("facts", index)
+            heartbeat("facts", index)
         if remaining:
             raise ApplicationError(
                 f"Boundary still holds {remaining} fact rows of the erased roots", type="FactsRemain"
@@ -436,7 +432,7 @@ class ErasureActivities:
             if n:
                 ds.delete(predicate)
                 deleted += n
-            _heartbeat("lance", dataset, deleted)
+            heartbeat("lance", dataset, deleted)
         return deleted
 
     def _materialize_deletions(self, scope: Scope, dataset: str) -> bool:
@@ -508,7 +504,7 @@ class ErasureActivities:
         for dataset in (*ROOT_DATASETS, *PROGRAM_DATASETS):
             if self._materialize_deletions(scope, dataset):
                 compacted.append(dataset)
-            _heartbeat("lance", dataset)
+            heartbeat("lance", dataset)
         rows_kept = {d: self._lance_rows_of(scope, d, kept) for d in PROGRAM_DATASETS} if kept else {}
         facts_kept = {"function_definitions_v1": self._program_fact_rows(scope, kept)} if kept else {}
         log.info(
@@ -602,7 +598,7 @@ class ErasureActivities:
             removed[dataset] = int(stats.old_versions)
             tagged[dataset] = sum(1 for t in ds.tags.list().values() if int(t["version"]) < ds.version)
             purged[dataset] = self._purge_noncurrent(scope, dataset)
-            _heartbeat("cleanup", dataset)
+            heartbeat("cleanup", dataset)
         log.info(
             "erasure lance versions removed erasure_id=%s versions=%d noncurrent_objects=%d",
             inp.erasure_id,
@@ -665,7 +661,7 @@ class ErasureActivities:
                 if old is not None:
                     total += _count_in(old, column, values)
             retained[dataset] = total
-            _heartbeat("verify", dataset)
+            heartbeat("verify", dataset)
         return current, retained, versions
 
     @activity.defn(name=e.VERIFY)

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from activities.group_commit import GroupCommit
@@ -119,11 +119,14 @@ class GroupedFactSink:
     not its failure. Identical batches from several callers (a program's function definitions)
     are sent once."""
 
-    def __init__(self, inner: BoundaryFactSink, *, interval_s: float = 1.0) -> None:
+    def __init__(
+        self, inner: BoundaryFactSink, *, interval_s: float = 1.0, beat: Callable[[], None] | None = None
+    ) -> None:
+        """``beat`` is called every few seconds while a caller waits for its set's answer."""
         self.inner = inner
         self.client = inner.client
         self._group: GroupCommit[Scope, Sequence[ProjectionBatch], None] = GroupCommit(
-            self._send, interval_s=interval_s
+            self._send, interval_s=interval_s, beat=beat
         )
 
     def active_generation(self, environment_id: str) -> int:
@@ -151,7 +154,7 @@ class GroupedFactSink:
         return out
 
 
-def fact_sink(client: Any, interval_s: float) -> FactSink:
+def fact_sink(client: Any, interval_s: float, beat: Callable[[], None] | None = None) -> FactSink:
     """The worker's sink: grouped at the committer's cadence, or direct when the cadence is 0."""
     direct = BoundaryFactSink(client)
-    return GroupedFactSink(direct, interval_s=interval_s) if interval_s > 0 else direct
+    return GroupedFactSink(direct, interval_s=interval_s, beat=beat) if interval_s > 0 else direct

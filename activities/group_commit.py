@@ -9,6 +9,13 @@ runs ``after`` (upkeep that must not overlap this process's next flush of the ke
 the next group, until nothing is waiting. A flush that raises raises in every caller whose item
 it held; each caller's future is done only once a flush holding its item is done.
 
+A caller may wait a long time: behind the flush in progress, the upkeep after it, and a store
+that retries its own conflicts for half a minute. A caller that must show it is alive meanwhile
+(a Temporal activity, whose heartbeat timeout is 30 s) gives a ``beat``, called every
+``beat_every_s`` while it waits (:func:`wait`). Without it, a slow commit in the 60-minute soak
+of 2026-12-05 timed out the heartbeats of every activity queued behind it, 256 at once, and
+their re-tries did the same work again.
+
 Leaders are threads per key, not per caller: an activity that writes seven datasets enqueues
 seven items and waits, instead of holding seven threads (one per dataset per concurrent
 activity) that only wait. So a worker can run hundreds of activities at once, which is what its
@@ -33,6 +40,21 @@ log = logging.getLogger("baml_studio.group_commit")
 
 # flush(key, items) -> one answer per item, in order: a result, or the exception for that item.
 Flush = Callable[[K, list[I]], Sequence["R | BaseException"]]
+# Seconds between two beats of a waiting caller: well inside a 30 s heartbeat timeout.
+BEAT_EVERY_S = 5.0
+
+
+def wait(future: Future[R], beat: Callable[[], None] | None = None, every_s: float = BEAT_EVERY_S) -> R:
+    """The future's answer (or its exception), calling ``beat`` every ``every_s`` until it is done."""
+    if beat is None:
+        return future.result()
+    while True:
+        try:
+            return future.result(timeout=every_s)
+        except TimeoutError:
+            if future.done():
+                raise  # the answer itself is a TimeoutError (a store's socket), not the wait's
+            beat()
 
 
 class GroupCommit(Generic[K, I, R]):
@@ -43,11 +65,15 @@ class GroupCommit(Generic[K, I, R]):
         interval_s: float = 1.0,
         after: Callable[[K], None] | None = None,
         name: str = "group-commit",
+        beat: Callable[[], None] | None = None,
+        beat_every_s: float = BEAT_EVERY_S,
     ) -> None:
         self._flush = flush
         self.interval_s = interval_s
         self._after = after
         self._name = name
+        self._beat = beat
+        self._beat_every_s = beat_every_s
         self._lock = threading.Lock()
         self._queues: dict[K, list[tuple[I, Future[R]]]] = {}
         self._leaders: dict[K, threading.Thread] = {}  # the keys being led, and by which thread
@@ -75,8 +101,9 @@ class GroupCommit(Generic[K, I, R]):
             leader.join(timeout_s)
 
     def submit(self, key: K, item: I) -> R:
-        """Queue ``item`` and wait for the flush that holds it: its answer, or its exception."""
-        return self.enqueue(key, item).result()
+        """Queue ``item`` and wait for the flush that holds it: its answer, or its exception. The
+        group's ``beat`` is called while it waits."""
+        return wait(self.enqueue(key, item), self._beat, self._beat_every_s)
 
     def _lead(self, key: K) -> None:
         # Runs while the key has items: it starts with one queued and stops when none are left.

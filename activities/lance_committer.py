@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -116,7 +117,9 @@ class LanceCommitter:
         cleanup_interval_s: float = 300.0,
         query_fold_rows: int = QUERY_FOLD_ROWS,
         ngram_fold_rows: int = NGRAM_FOLD_ROWS,
+        beat: Callable[[], None] | None = None,
     ) -> None:
+        """``beat`` is called every few seconds while :meth:`merge` waits (an activity's heartbeat)."""
         self.store = store
         self.cleanup_interval_s = cleanup_interval_s
         self.query_fold_rows = query_fold_rows
@@ -134,7 +137,7 @@ class LanceCommitter:
         self._folders: dict[tuple[Scope, str], threading.Thread] = {}
         self._fold_due: set[tuple[Scope, str]] = set()
         self._group: GroupCommit[tuple[Scope, str], pa.Table, MergeResult] = GroupCommit(
-            self._commit, interval_s=interval_s, after=self._maintain, name="lance-commit"
+            self._commit, interval_s=interval_s, after=self._maintain, name="lance-commit", beat=beat
         )
 
     def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:

@@ -20,8 +20,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.evidence_reader import EvidenceReader
+from activities.heartbeat import heartbeat
 from activities.projection.model import ExecutionInput
-from activities.projection_activities import ProjectionActivities, _heartbeat, _MetaIndexes, _scope_of
+from activities.projection_activities import ProjectionActivities, _MetaIndexes, _scope_of
 from api.dataplane.lance_store import DATASETS
 from formats import meta_segment as ms
 from formats import object_keys, reader_rules
@@ -68,7 +69,7 @@ class MaintenanceActivities:
                 continue
             silent += 1
             inputs = self._abandoned_inputs(reader, scope, euid, metas, already)
-            _heartbeat("sweep", euid)
+            heartbeat("sweep", euid)
             if inputs:
                 got, _, _ = self.p._project(reader, scope, generation, inputs, sweep=True, meta_key=None)
                 outcomes.extend(got)
@@ -144,7 +145,7 @@ class MaintenanceActivities:
             )
             for k in totals:
                 totals[k] += got[k]
-            _heartbeat(name)
+            heartbeat(name)
         return c.IndexResult(tuple(names), **totals)
 
     # --- replay ------------------------------------------------------------------------------
@@ -221,7 +222,7 @@ class MaintenanceActivities:
             delivered, left = self._send_batch(inp.keys[start : start + 10])
             sent += delivered
             failed.update(left)
-            _heartbeat("enqueued", sent)
+            heartbeat("enqueued", sent)
         if failed:
             codes = sorted(set(failed.values()))
             # Keys and error codes only, never the message bodies.

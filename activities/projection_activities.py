@@ -32,6 +32,8 @@ from activities.engine_registry import EngineRegistry
 from activities.evidence_reader import EvidenceReader, already_exists
 from activities.fact_sink import FactSink
 from activities.generation_cache import ActiveGenerations
+from activities.group_commit import wait
+from activities.heartbeat import heartbeat
 from activities.lance_committer import LanceCommitter
 from activities.projection.assemble import abandoned_execution, assemble_execution
 from activities.projection.batches import build_batch_set, private_tables_of
@@ -85,9 +87,8 @@ def quarantined(key: str, reason: str) -> ApplicationError:
     )
 
 
-def _heartbeat(*details: Any) -> None:
-    if activity.in_activity():
-        activity.heartbeat(*details)
+def _beat_lance() -> None:
+    heartbeat("lance")
 
 
 def _scope_of(ref: c.ScopeRef) -> Scope:
@@ -146,6 +147,7 @@ class ProjectionActivities:
             max_fragments=settings.max_fragments,
             retain_s=settings.commit_retain_s,
             cleanup_interval_s=settings.commit_cleanup_interval_s,
+            beat=_beat_lance,
         )
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
         # The objects are immutable, and without it every meta object's walk-back would GET and
@@ -202,7 +204,7 @@ class ProjectionActivities:
     @activity.defn(name="ingest_pack")
     def ingest_pack(self, inp: c.IngestPackInput) -> c.IngestPackResult:
         parsed = self._parse_in_scope(inp.key, "value_pack")
-        _heartbeat("reading")
+        heartbeat("reading")
         reader = EvidenceReader(self.s3, self.bucket)
         try:
             data = reader.get_file(inp.key)
@@ -235,7 +237,7 @@ class ProjectionActivities:
                 "locator": locators,
             }
         )
-        _heartbeat("merging", len(cids))
+        heartbeat("merging", len(cids))
         # Through the committer like every projection write: one values_v1 commit a second for
         # all the packs in flight. A commit per pack (20 streams, two workers) was a commit storm
         # in bench/soak.py: Lance gave up after its 30 s retry timeout ("Too many concurrent
@@ -296,7 +298,7 @@ class ProjectionActivities:
         return tuple(reads)
 
     def _input_beat(self, *args: Any) -> ExecutionInput:
-        _heartbeat("reading")
+        heartbeat("reading")
         return self._input(*args)
 
     def _input(
@@ -373,7 +375,7 @@ class ProjectionActivities:
         # function_definitions_v1 batch, the same for each of its executions, is in it once.
         batches = build_batch_set(projections, scope, generation)
         self.sink.put_batches(scope, batches)
-        _heartbeat("batches", len(batches))
+        heartbeat("batches", len(batches))
         return len(batches)
 
     def _commit_lance(
@@ -397,8 +399,8 @@ class ProjectionActivities:
         # only after every one of them has committed.
         futures = [self.committer.enqueue(scope, d, t) for d, t in tables.items()]
         for future in futures:
-            future.result()
-            _heartbeat("lance")
+            wait(future, _beat_lance)
+            heartbeat("lance")
         rows = sum(t.num_rows for t in tables.values())
         now = time.time_ns()
         ledger = pa.table(
@@ -459,7 +461,7 @@ class ProjectionActivities:
             outcomes.append(self._outcome(result))
         t1 = time.perf_counter()
         sent = self._send_batches(scope, generation, projections) if projections else 0
-        _heartbeat("batches", sent)
+        heartbeat("batches", sent)
         t2 = time.perf_counter()
         rows = (
             self._commit_lance(scope, generation, projections, set(in_lance), meta_key) if projections else 0
@@ -505,7 +507,7 @@ class ProjectionActivities:
         if not ended:
             return c.ProjectMetaResult(inp.key, inp.generation)
         # A slot per execution, held while its segments and rows are in memory (work_gate.py).
-        with self._gate.hold(len(ended), waiting=lambda: _heartbeat("waiting for memory")):
+        with self._gate.hold(len(ended), waiting=lambda: heartbeat("waiting for memory")):
             return self._project_ended(reader, inp, parsed, ended, began)
 
     def _project_ended(
@@ -542,7 +544,7 @@ class ProjectionActivities:
             )
             for r in ended
         ]
-        _heartbeat("read", len(inputs))
+        heartbeat("read", len(inputs))
         log.info("meta read executions=%d read=%.3fs", len(inputs), time.perf_counter() - began)
         outcomes, sent, rows = self._project(
             reader, scope, inp.generation, inputs, sweep=False, meta_key=inp.key

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.fact_sink import fact_sink
+from activities.heartbeat import heartbeat
 from activities.projection_activities import ProjectionActivities
 from activities.settings import ProjectionSettings
 from api.dataplane.aws import object_store_client
@@ -90,7 +92,7 @@ def build_projection_activities(
         s3=object_store_client(ws),
         bucket=ws.bucket,
         lance=lance,
-        sink=fact_sink(client, ps.commit_interval_s),
+        sink=fact_sink(client, ps.commit_interval_s, beat=partial(heartbeat, "batches")),
         settings=ps,
         tenant_id=identity.tenant_id,
         sqs=object_store_client(ws, "sqs"),

@@ -26,7 +26,9 @@ of a busy worker sends about a second's worth).
 ``--in-process [--executions 2000] [--meta-per-request 1] [--rounds 2]``: the same batch sets
 through Boundary's binary-set handler called in this process (no HTTP, TLS or JWT), so a change
 of a few percent in the ingest path stands out of the noise. Prints CPU per execution per round,
-the store's share and its ClickHouse calls by client method.
+the store's share and its ClickHouse calls by client method. ``--sweep 1,2,4,8`` instead runs
+one fresh round per set size and fits the CPU to a cost per request plus a cost per execution
+(how Boundary's cost per execution falls as flushes grow, and where it stops falling).
 
 ``--registry-growth 0,1000000,4000000 [--flush-batches 1000]``: a flush's cost as the batch
 registry grows, today's registry (sorted and read by root id) against the one before 2026-12-04
@@ -347,11 +349,11 @@ def _load(name: str, path: Path) -> Any:
 
 
 def _worker_sets(
-    tmp: Path, scope: Any, executions: int, meta_per_request: int, generations: list[int]
+    tmp: Path, scope: Any, executions: int, per_request: dict[int, int]
 ) -> tuple[dict[int, list[list[Any]]], int]:
     """The worker's real batch sets per generation: a synthetic profile of executions of 10 spans
     projected by the activities (moto for S3, no Boundary), captured at the sink and grouped
-    ``meta_per_request`` meta objects per set. Also returns the number of meta objects."""
+    ``per_request[generation]`` meta objects per set. Also returns the number of meta objects."""
     sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
     fx = _load("projection_io_conftest", ROOT / "tests" / "projection_io" / "conftest.py")
     from bucket_corpus import build_objects, upload
@@ -389,7 +391,7 @@ def _worker_sets(
             acts.ingest_pack(c.IngestPackInput(k))
         acts._commit_lance = lambda *a, **kw: 0  # type: ignore[method-assign]
         by_gen: dict[int, list[list[Any]]] = {}
-        for generation in generations:
+        for generation, meta_per_request in per_request.items():
             capture.sets, capture.active = [], generation
             for k in up.meta_keys:
                 acts.project_meta_object(c.ProjectMetaInput(k, generation))
@@ -419,7 +421,8 @@ def wire(executions: int, meta_per_request: int) -> None:
     gen = fx.boundary.__wrapped__(factory)
     boundary = next(gen)
     try:
-        by_gen, n_meta = _worker_sets(tmp, boundary.scope, executions, meta_per_request, [1, 2])
+        both = {1: meta_per_request, 2: meta_per_request}
+        by_gen, n_meta = _worker_sets(tmp, boundary.scope, executions, both)
 
         from api.dataplane.boundary_client import BoundaryClient
 
@@ -475,13 +478,16 @@ def wire(executions: int, meta_per_request: int) -> None:
             next(gen)
 
 
-def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
+def in_process(executions: int, sizes: list[int]) -> None:
     """Boundary's handler of a binary set, called in this process: no HTTP, TLS or JWT, so a
     change of a few percent in the ingest path stands out of the machine's noise. Each round
-    ingests every set fresh into its own generation (made active in turn); a last round sends
-    the last generation's sets again (the replay path), and a last line inserts the same rows
-    bare (the floor: what ClickHouse alone costs). CPU is this process's own (chdb's threads
-    included), with the encoding of each set outside the measured span."""
+    ingests every set fresh into its own generation (made active in turn), round ``i`` with
+    ``sizes[i]`` meta objects per set; a last round sends the last generation's sets again (the
+    replay path), and a last line inserts the same rows bare (the floor: what ClickHouse alone
+    costs). CPU is this process's own (chdb's threads included), with the encoding of each set
+    outside the measured span. With rounds of different sizes, a least-squares fit splits the
+    CPU into a cost per request (a flush: its ClickHouse inserts and queries) and a cost per
+    execution, for the whole handler and for its ClickHouse calls apart."""
     from activities.fact_sink import chunks
     from api.boundary.app import build_runtime
     from api.boundary.bootstrap import bootstrap_development
@@ -496,8 +502,8 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
     metastore = f"sqlite:///{tmp / 'metastore.sqlite3'}"
     boot = bootstrap_development(metastore)
     scope = Scope(boot.tenant_id, boot.project_id, boot.environment_id)
-    generations = list(range(1, rounds + 1))
-    by_gen, n_meta = _worker_sets(tmp, scope, executions, meta_per_request, generations)
+    generations = list(range(1, len(sizes) + 1))
+    by_gen, n_meta = _worker_sets(tmp, scope, executions, dict(zip(generations, sizes, strict=True)))
     settings = BoundarySettings(
         metastore_url=SecretStr(metastore), run_dir=tmp / "boundary", clickhouse_path=tmp / "chdb"
     )
@@ -522,23 +528,24 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
     calls_of = ("query", "insert", "insert_arrow", "command")
     for name in calls_of:
         setattr(store.client, name, timed(name, getattr(store.client, name)))
+    print(f"{executions} executions of 10 spans, {n_meta} meta objects, in process")
     print(
-        f"{executions} executions of 10 spans, {n_meta} meta objects,"
-        f" {len(by_gen[1])} sets per round ({meta_per_request} meta object(s) each), in process"
-    )
-    print(
-        f"{'round':24} {'CPU ms/execution':>17} {'of it the store':>16}"
+        f"{'round':34} {'requests':>8} {'CPU ms/execution':>17} {'of it the store':>16}"
         + "".join(f" {n:>13}" for n in calls_of)
         + f" {'visible':>8}"
     )
-    plan = [(f"fresh, generation {g}", g) for g in generations] + [(f"replay, generation {rounds}", rounds)]
+    last = generations[-1]
+    plan = [(f"fresh, generation {g}, {sizes[g - 1]} meta/set", g) for g in generations]
+    plan.append((f"replay, generation {last}", last))
+    fresh: list[tuple[int, int, float, float]] = []  # (requests, executions, CPU, ClickHouse CPU)
     for label, generation in plan:
         if generation > 1 and label.startswith("fresh"):
             runtime.metastore.set_active_generation(scope.environment_id, generation)
-        total, visible, calls = 0.0, 0, 0
+        total, visible, calls, requests = 0.0, 0, 0, 0
         cpu.clear()
         for batches in by_gen[generation]:
             for part in chunks(batches):  # as the sink splits a set into requests
+                requests += 1
                 wire_items = [
                     (b.header.batch_id, b.header.to_wire(scope.environment_id), b.ipc) for b in part
                 ]
@@ -552,16 +559,20 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
             calls += _calls(batches)
         per = {n: 1000 * v / calls for n, v in cpu.items()}
         print(
-            f"{label:24} {1000 * total / calls:17.3f} {per.get('store', 0.0):16.3f}"
+            f"{label:34} {requests:8d} {1000 * total / calls:17.3f} {per.get('store', 0.0):16.3f}"
             + "".join(f" {per.get(n, 0.0):13.3f}" for n in calls_of)
             + f" {visible:8d}"
         )
+        if label.startswith("fresh"):
+            fresh.append((requests, calls, total, sum(cpu.get(n, 0.0) for n in calls_of)))
+    if len({r for r, *_ in fresh}) > 1:
+        _print_fit(fresh)
     # The floor: the same rows inserted bare (one insert_arrow per relation per request, as the
     # store inserts them; no checks, no registry), into a database of their own.
     floor = FactStore(store.client, database="floor")
     floor.ensure_schema()
     total, calls = 0.0, 0
-    for batches in by_gen[generations[-1]]:
+    for batches in by_gen[last]:
         for part in chunks(batches):
             by_relation: dict[str, list[pa.Table]] = {}
             for b in part:
@@ -575,6 +586,35 @@ def in_process(executions: int, meta_per_request: int, rounds: int) -> None:
     print(f"{'floor: rows inserted bare':24} {1000 * total / calls:17.3f}")
 
 
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares ``y = a + b * x``: (a, b)."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return my - b * mx, b
+
+
+def _print_fit(fresh: list[tuple[int, int, float, float]]) -> None:
+    """CPU per execution against requests per execution: the intercept is the cost of an
+    execution whatever the flush, the slope the cost of a request (a flush) whatever its size."""
+    print("fit over the fresh rounds: CPU = per request x requests + per execution x executions")
+    parts = {
+        "the handler": [(r, e, t) for r, e, t, _ in fresh],
+        "  its ClickHouse calls": [(r, e, ch) for r, e, _, ch in fresh],
+        "  the rest (Python)": [(r, e, t - ch) for r, e, t, ch in fresh],
+    }
+    fits = {name: _fit([(r / e, 1000 * c / e) for r, e, c in points]) for name, points in parts.items()}
+    for name, (per_exec, per_request) in fits.items():
+        print(f"  {name:24} {per_request:8.1f} ms per request  {per_exec:6.3f} ms per execution")
+    per_exec, per_request = fits["the handler"]
+    if per_exec < 0.5:
+        need = per_request / (0.5 - per_exec)
+        print(f"  0.5 ms per execution from about {need:.0f} executions per request")
+    else:
+        print("  0.5 ms per execution is out of reach: the cost per execution alone is above it")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("n_batches", nargs="?", type=int, default=1000)
@@ -586,6 +626,11 @@ if __name__ == "__main__":
     )
     ap.add_argument("--rounds", type=int, default=2, help="fresh rounds of --in-process")
     ap.add_argument(
+        "--sweep",
+        metavar="SIZES",
+        help="--in-process: one fresh round per size (meta objects per set, comma-separated), and a fit",
+    )
+    ap.add_argument(
         "--registry-growth",
         metavar="SIZES",
         help="a flush's cost at these registry sizes (rows, comma-separated), old layout vs new",
@@ -595,7 +640,8 @@ if __name__ == "__main__":
     if args.registry_growth:
         registry_growth([int(float(x)) for x in args.registry_growth.split(",")], args.flush_batches, 5)
     elif args.in_process:
-        in_process(args.executions, args.meta_per_request, args.rounds)
+        sweep = [int(x) for x in args.sweep.split(",")] if args.sweep else None
+        in_process(args.executions, sweep or [args.meta_per_request] * args.rounds)
     elif args.wire:
         wire(args.executions, args.meta_per_request)
     else:

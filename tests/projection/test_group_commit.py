@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
 from activities.fact_sink import GroupedFactSink
-from activities.group_commit import GroupCommit
+from activities.group_commit import GroupCommit, wait
 from activities.projection.model import BatchHeader, ProjectionBatch
 from formats.object_keys import Scope
 
@@ -65,6 +66,43 @@ def test_a_failing_flush_fails_every_caller_in_it_and_the_next_flush_works() -> 
     with pytest.raises(RuntimeError):
         group.submit("k", 1)
     assert group.submit("k", 2) == 2
+
+
+def test_a_caller_beats_while_it_waits_behind_a_slow_flush_and_gets_its_answer() -> None:
+    """A Temporal activity waiting for its commit must heartbeat: the flush and its upkeep can
+    outlast the activity's heartbeat timeout (the 60-minute soak of 2026-12-05)."""
+    release = threading.Event()
+    beats: list[float] = []
+
+    def flush(key: str, items: list[int]) -> list[int]:
+        release.wait(5)
+        return [i * 2 for i in items]
+
+    def beat() -> None:
+        beats.append(time.monotonic())
+        if len(beats) == 3:
+            release.set()
+
+    group: GroupCommit[str, int, int] = GroupCommit(flush, interval_s=0.0, beat=beat, beat_every_s=0.05)
+    assert group.submit("k", 21) == 42
+    assert len(beats) >= 3  # the flush answered only after the third beat
+    silent: GroupCommit[str, int, int] = GroupCommit(lambda k, items: items, interval_s=0.0)
+    assert silent.submit("k", 7) == 7  # no beat given: a plain wait
+
+
+def test_wait_raises_a_timeout_the_flush_answered_instead_of_waiting_on() -> None:
+    """A store's own TimeoutError is the answer, not the end of one beat's wait."""
+    done: Future[int] = Future()
+    done.set_exception(TimeoutError("the store's socket timed out"))
+    beats: list[int] = []
+    with pytest.raises(TimeoutError, match="socket"):
+        wait(done, lambda: beats.append(1), every_s=0.01)
+    assert beats == []
+    later: Future[int] = Future()
+    threading.Timer(0.2, later.set_exception, (TimeoutError("late"),)).start()
+    with pytest.raises(TimeoutError, match="late"):
+        wait(later, lambda: beats.append(1), every_s=0.02)
+    assert beats  # it beat while the answer was not there yet
 
 
 def _batch(batch_id: str, digest: str) -> ProjectionBatch:

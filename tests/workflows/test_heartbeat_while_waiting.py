@@ -1,0 +1,87 @@
+"""An activity waiting for a group commit heartbeats while it waits: real Temporal dev server.
+
+In the 60-minute soak of 2026-12-05 a slow Lance commit (its own conflict retries, then the
+upkeep after it) outlasted the projection activities' 30 s heartbeat timeout, and Temporal
+cancelled every activity queued behind it, 256 at once; their re-tries did the same work again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from temporalio import activity, workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from activities.group_commit import GroupCommit
+from activities.heartbeat import heartbeat
+
+FLUSH_S = 3.0  # three times the heartbeat timeout below
+
+
+def _slow_flush(key: str, items: list[int]) -> list[int]:
+    threading.Event().wait(FLUSH_S)
+    return [i + 1 for i in items]
+
+
+BEATING: GroupCommit[str, int, int] = GroupCommit(
+    _slow_flush, interval_s=0.0, beat=heartbeat, beat_every_s=0.2
+)
+SILENT: GroupCommit[str, int, int] = GroupCommit(_slow_flush, interval_s=0.0)
+
+
+@activity.defn(name="commit_behind_a_slow_flush")
+def commit_behind_a_slow_flush(beating: bool) -> int:
+    return (BEATING if beating else SILENT).submit("dataset", 41)
+
+
+@workflow.defn(name="WaitForCommit")
+class WaitForCommit:
+    @workflow.run
+    async def run(self, beating: bool) -> int:
+        return await workflow.execute_activity(
+            commit_behind_a_slow_flush,
+            beating,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=1),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+def _run(temporal, beating: bool) -> int:  # type: ignore[no-untyped-def]
+    async def main() -> int:
+        client = await Client.connect(temporal.address)
+        tq = f"beat-{uuid.uuid4().hex[:8]}"
+        with ThreadPoolExecutor(4) as pool:
+            async with Worker(
+                client,
+                task_queue=tq,
+                workflows=[WaitForCommit],
+                activities=[commit_behind_a_slow_flush],
+                activity_executor=pool,
+                workflow_runner=UnsandboxedWorkflowRunner(),
+            ):
+                return await client.execute_workflow(
+                    WaitForCommit.run, beating, id=f"wait-{tq}", task_queue=tq
+                )
+
+    return asyncio.run(main())
+
+
+def test_an_activity_waiting_behind_a_slow_commit_stays_alive_and_gets_its_answer(temporal) -> None:  # type: ignore[no-untyped-def]
+    assert _run(temporal, beating=True) == 42
+
+
+def test_without_the_beat_the_same_wait_times_out_its_heartbeat(temporal) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(WorkflowFailureError) as failed:
+        _run(temporal, beating=False)
+    cause = failed.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, TimeoutError)
+    assert cause.cause.type == TimeoutType.HEARTBEAT
