@@ -26,9 +26,9 @@ of a busy worker sends about a second's worth).
 ``--in-process [--executions 2000] [--meta-per-request 1] [--rounds 2]``: the same batch sets
 through Boundary's binary-set handler called in this process (no HTTP, TLS or JWT), so a change
 of a few percent in the ingest path stands out of the noise. Prints CPU per execution per round,
-the store's share and its ClickHouse calls by client method. ``--sweep 1,2,4,8`` instead runs
-one fresh round per set size and fits the CPU to a cost per request plus a cost per execution
-(how Boundary's cost per execution falls as flushes grow, and where it stops falling).
+the store's share and its ClickHouse calls by client method. ``--sweep 10,50,200`` instead runs
+one fresh round per set size (executions per set) and fits the CPU to a cost per request plus a
+cost per execution (how Boundary's cost per execution falls as flushes grow, and where it stops).
 
 ``--registry-growth 0,1000000,4000000 [--flush-batches 1000]``: a flush's cost as the batch
 registry grows, today's registry (sorted and read by root id) against the one before 2026-12-04
@@ -478,16 +478,31 @@ def wire(executions: int, meta_per_request: int) -> None:
             next(gen)
 
 
-def in_process(executions: int, sizes: list[int]) -> None:
+def _by_executions(sets: list[list[Any]], n: int) -> list[list[Any]]:
+    """The sets' batches, in order, regrouped ``n`` executions per set (a program's
+    function_definitions_v1 batch goes with the execution it comes with)."""
+    out: list[list[Any]] = [[]]
+    roots: set[str] = set()
+    for b in (b for s in sets for b in s):
+        if b.header.relation != "function_definitions_v1" and b.header.root_id not in roots:
+            if len(roots) == n:
+                out.append([])
+                roots = set()
+            roots.add(b.header.root_id)
+        out[-1].append(b)
+    return out
+
+
+def in_process(executions: int, meta_per_set: int, rounds: int, sweep: list[int] | None = None) -> None:
     """Boundary's handler of a binary set, called in this process: no HTTP, TLS or JWT, so a
     change of a few percent in the ingest path stands out of the machine's noise. Each round
-    ingests every set fresh into its own generation (made active in turn), round ``i`` with
-    ``sizes[i]`` meta objects per set; a last round sends the last generation's sets again (the
-    replay path), and a last line inserts the same rows bare (the floor: what ClickHouse alone
-    costs). CPU is this process's own (chdb's threads included), with the encoding of each set
-    outside the measured span. With rounds of different sizes, a least-squares fit splits the
-    CPU into a cost per request (a flush: its ClickHouse inserts and queries) and a cost per
-    execution, for the whole handler and for its ClickHouse calls apart."""
+    ingests every set fresh into its own generation (made active in turn), ``meta_per_set`` meta
+    objects per set, or with ``sweep`` one round per size, ``sweep[i]`` executions per set; a
+    last round sends the last generation's sets again (the replay path), and a last line inserts
+    the same rows bare (the floor: what ClickHouse alone costs). CPU is this process's own (chdb's
+    threads included), with the encoding of each set outside the measured span. With a sweep, a
+    least-squares fit splits the CPU into a cost per request (a flush: its ClickHouse inserts and
+    queries) and a cost per execution, for the whole handler and for its ClickHouse calls apart."""
     from activities.fact_sink import chunks
     from api.boundary.app import build_runtime
     from api.boundary.bootstrap import bootstrap_development
@@ -502,8 +517,12 @@ def in_process(executions: int, sizes: list[int]) -> None:
     metastore = f"sqlite:///{tmp / 'metastore.sqlite3'}"
     boot = bootstrap_development(metastore)
     scope = Scope(boot.tenant_id, boot.project_id, boot.environment_id)
-    generations = list(range(1, len(sizes) + 1))
-    by_gen, n_meta = _worker_sets(tmp, scope, executions, dict(zip(generations, sizes, strict=True)))
+    generations = list(range(1, (len(sweep) if sweep else rounds) + 1))
+    by_gen, n_meta = _worker_sets(
+        tmp, scope, executions, dict.fromkeys(generations, 1 if sweep else meta_per_set)
+    )
+    if sweep:
+        by_gen = {g: _by_executions(by_gen[g], n) for g, n in zip(generations, sweep, strict=True)}
     settings = BoundarySettings(
         metastore_url=SecretStr(metastore), run_dir=tmp / "boundary", clickhouse_path=tmp / "chdb"
     )
@@ -535,7 +554,8 @@ def in_process(executions: int, sizes: list[int]) -> None:
         + f" {'visible':>8}"
     )
     last = generations[-1]
-    plan = [(f"fresh, generation {g}, {sizes[g - 1]} meta/set", g) for g in generations]
+    size = [f"{n} executions/set" for n in sweep] if sweep else [f"{meta_per_set} meta/set"] * rounds
+    plan = [(f"fresh, generation {g}, {size[g - 1]}", g) for g in generations]
     plan.append((f"replay, generation {last}", last))
     fresh: list[tuple[int, int, float, float]] = []  # (requests, executions, CPU, ClickHouse CPU)
     for label, generation in plan:
@@ -596,18 +616,18 @@ def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 
 def _print_fit(fresh: list[tuple[int, int, float, float]]) -> None:
-    """CPU per execution against requests per execution: the intercept is the cost of an
-    execution whatever the flush, the slope the cost of a request (a flush) whatever its size."""
-    print("fit over the fresh rounds: CPU = per request x requests + per execution x executions")
+    """CPU per request against executions per request, one point per round: the intercept is
+    what a request (a flush) costs whatever its size, the slope what each execution in it adds."""
+    print("fit over the fresh rounds: CPU per request = per request + per execution x executions in it")
     parts = {
         "the handler": [(r, e, t) for r, e, t, _ in fresh],
         "  its ClickHouse calls": [(r, e, ch) for r, e, _, ch in fresh],
         "  the rest (Python)": [(r, e, t - ch) for r, e, t, ch in fresh],
     }
-    fits = {name: _fit([(r / e, 1000 * c / e) for r, e, c in points]) for name, points in parts.items()}
-    for name, (per_exec, per_request) in fits.items():
+    fits = {name: _fit([(e / r, 1000 * c / r) for r, e, c in points]) for name, points in parts.items()}
+    for name, (per_request, per_exec) in fits.items():
         print(f"  {name:24} {per_request:8.1f} ms per request  {per_exec:6.3f} ms per execution")
-    per_exec, per_request = fits["the handler"]
+    per_request, per_exec = fits["the handler"]
     if per_exec < 0.5:
         need = per_request / (0.5 - per_exec)
         print(f"  0.5 ms per execution from about {need:.0f} executions per request")
@@ -628,7 +648,7 @@ if __name__ == "__main__":
     ap.add_argument(
         "--sweep",
         metavar="SIZES",
-        help="--in-process: one fresh round per size (meta objects per set, comma-separated), and a fit",
+        help="--in-process: one fresh round per size (executions per set, comma-separated), and a fit",
     )
     ap.add_argument(
         "--registry-growth",
@@ -641,7 +661,7 @@ if __name__ == "__main__":
         registry_growth([int(float(x)) for x in args.registry_growth.split(",")], args.flush_batches, 5)
     elif args.in_process:
         sweep = [int(x) for x in args.sweep.split(",")] if args.sweep else None
-        in_process(args.executions, sweep or [args.meta_per_request] * args.rounds)
+        in_process(args.executions, args.meta_per_request, args.rounds, sweep)
     elif args.wire:
         wire(args.executions, args.meta_per_request)
     else:
