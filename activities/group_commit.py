@@ -103,7 +103,11 @@ class GroupCommit(Generic[K, I, R]):
     def submit(self, key: K, item: I) -> R:
         """Queue ``item`` and wait for the flush that holds it: its answer, or its exception. The
         group's ``beat`` is called while it waits."""
-        return wait(self.enqueue(key, item), self._beat, self._beat_every_s)
+        return self.result(self.enqueue(key, item))
+
+    def result(self, future: Future[R]) -> R:
+        """The answer of an item :meth:`enqueue` queued, waiting with the group's ``beat``."""
+        return wait(future, self._beat, self._beat_every_s)
 
     def _lead(self, key: K) -> None:
         # Runs while the key has items: it starts with one queued and stops when none are left.

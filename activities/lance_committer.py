@@ -149,6 +149,10 @@ class LanceCommitter:
         datasets queues them all, then waits, and their commits run side by side."""
         return self._group.enqueue((scope, dataset), table)
 
+    def result(self, future: Future[MergeResult]) -> MergeResult:
+        """The commit of a queued table (:meth:`enqueue`), waited for as :meth:`merge` waits."""
+        return self._group.result(future)
+
     def close(self) -> None:
         """Wait for the commits (and their upkeep and index folds) in progress."""
         self._group.close()

@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -32,7 +33,6 @@ from activities.engine_registry import EngineRegistry
 from activities.evidence_reader import EvidenceReader, already_exists
 from activities.fact_sink import FactSink
 from activities.generation_cache import ActiveGenerations
-from activities.group_commit import wait
 from activities.heartbeat import heartbeat
 from activities.lance_committer import LanceCommitter
 from activities.projection.assemble import abandoned_execution, assemble_execution
@@ -85,10 +85,6 @@ def quarantined(key: str, reason: str) -> ApplicationError:
     return ApplicationError(
         f"object quarantined ({reason}): {key}", reason, type=c.ERR_QUARANTINED, non_retryable=True
     )
-
-
-def _beat_lance() -> None:
-    heartbeat("lance")
 
 
 def _scope_of(ref: c.ScopeRef) -> Scope:
@@ -147,7 +143,7 @@ class ProjectionActivities:
             max_fragments=settings.max_fragments,
             retain_s=settings.commit_retain_s,
             cleanup_interval_s=settings.commit_cleanup_interval_s,
-            beat=_beat_lance,
+            beat=partial(heartbeat, "lance"),
         )
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).
         # The objects are immutable, and without it every meta object's walk-back would GET and
@@ -399,7 +395,7 @@ class ProjectionActivities:
         # only after every one of them has committed.
         futures = [self.committer.enqueue(scope, d, t) for d, t in tables.items()]
         for future in futures:
-            wait(future, _beat_lance)
+            self.committer.result(future)
             heartbeat("lance")
         rows = sum(t.num_rows for t in tables.values())
         now = time.time_ns()

@@ -136,8 +136,9 @@ def memory_snapshot() -> MemorySnapshot:
 
 
 def python_heap_top(n: int = 5) -> str:
-    """With ``PYTHONTRACEMALLOC`` set (a diagnosis: it slows allocation), the ``n`` source lines
-    holding the most Python memory, for the memory line; "" when tracemalloc is off."""
+    """While tracemalloc traces (the worker's ``trace_python_heap``, or ``PYTHONTRACEMALLOC``: a
+    diagnosis, it slows allocation), the ``n`` source lines holding the most Python memory, for
+    the memory line; "" when tracemalloc is off."""
     import tracemalloc
 
     if not tracemalloc.is_tracing():
