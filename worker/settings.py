@@ -109,6 +109,14 @@ class TemporalWorkerSettings(DeploymentSettings):
         ge=0,
         description="Seconds between the worker's memory log lines (RSS, allocators, caches); 0: none.",
     )
+    malloc_trim_interval_s: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "Seconds between two returns of glibc's free memory to the system (malloc_trim); 0:"
+            " never. Freed memory below live chunks otherwise stays with the process."
+        ),
+    )
     trace_python_heap: bool = Field(
         default=False,
         description=(

@@ -48,7 +48,7 @@ from activities.projection_activities import ProjectionActivities
 from activities.runtime import GenerationSwitch, Identity, build_projection_activities
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.common.process_gc import tune_gc
-from api.common.process_memory import memory_snapshot, python_heap_top, tune_allocators
+from api.common.process_memory import memory_snapshot, python_heap_top, trim_malloc, tune_allocators
 from api.common.temporal_rpc import is_transient
 from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c
@@ -82,6 +82,24 @@ async def _log_memory(interval_s: float, acts: ProjectionActivities) -> None:
     while True:
         await asyncio.sleep(interval_s)
         log.info("memory: %s", memory_line(acts))
+
+
+async def _trim_malloc(interval_s: float) -> None:
+    """Return glibc's free memory to the system every ``interval_s`` (:func:`trim_malloc`), off
+    the event loop: the walk over the arenas holds their locks for a few milliseconds."""
+    while True:
+        await asyncio.sleep(interval_s)
+        before = memory_snapshot()
+        t0 = time.perf_counter()
+        if not await asyncio.to_thread(trim_malloc):
+            continue
+        after = memory_snapshot()
+        log.debug(
+            "memory: malloc_trim in %.1f ms, RSS %.0f -> %.0f MiB",
+            1000 * (time.perf_counter() - t0),
+            before.rss,
+            after.rss,
+        )
 
 
 def memory_line(acts: ProjectionActivities) -> str:
@@ -326,6 +344,10 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
     else:
         # Only the health check: it proves the worker answers before the deployment exists.
         workers.append(build_worker(client, settings.task_queue, []))
+    if settings.malloc_trim_interval_s > 0:
+        trimming = asyncio.create_task(_trim_malloc(settings.malloc_trim_interval_s))
+        trimming.add_done_callback(_log_failure)
+        background.append(trimming)
     tune_gc()
     log.info("worker on %s: %d task queues", settings.temporal_address, len(workers))
     async with contextlib.AsyncExitStack() as running:

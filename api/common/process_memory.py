@@ -80,6 +80,19 @@ def tune_allocators(arena_max: int, arrow_pool: ArrowPool) -> str:
     return backend
 
 
+def trim_malloc() -> bool:
+    """Hand glibc's free memory back to the system (``malloc_trim(0)``); whether glibc did.
+
+    glibc returns freed memory to the system on its own only from the top of an arena's heap:
+    chunks freed below live ones stay with the process. In the hour's soak of 2026-12-05 that
+    held memory grew from 83 to 238 MB in a worker whose memory in use stayed level.
+    ``malloc_trim`` walks every arena and releases the free pages anywhere in it (glibc 2.8 and
+    later), so a long-lived process calls it now and then. False on a C library without it (musl).
+    """
+    trim = getattr(_libc(), "malloc_trim", None)
+    return bool(trim(0)) if trim is not None else False
+
+
 class _MallInfo2(ctypes.Structure):
     # glibc 2.33+'s struct mallinfo2 (malloc.h), every field a size_t.
     _fields_ = [

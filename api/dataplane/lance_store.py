@@ -15,8 +15,9 @@ Rules from PLATFORM.md section 3, which this module is the one place to follow:
   merge_inserts of the same *new* key both commit (a duplicate); and a merge never joins through
   a scalar index on the key (``use_index(False)``), whose path loses that same check;
 * a commit conflict is retried by Lance against the newest version (``conflict_retries``),
-  which rebases the transaction without rewriting the written fragments; an ``OSError`` that
-  still says "retry" re-opens the newest version and tries again;
+  which rebases the transaction without rewriting the written fragments; when every retry lost,
+  an append commits the same fragments again after a pause, and a merge re-opens the newest
+  version and tries again (``outer_retries``);
 * datasets are re-opened per operation, so a reader always sees the newest committed version,
   found by opening the version numbers after the newest one seen, not by listing ``_versions/``
   (:meth:`LanceStore.open`);
@@ -339,8 +340,11 @@ def _rows_touched(stats: dict[str, Any]) -> int:
 
 
 def _is_retryable_conflict(exc: BaseException) -> bool:
+    """A commit that lost to another writer: Lance's ``CommitConflictError`` ("Commit conflict for
+    version N: Failed to commit the transaction after N retries") or its contention timeout ("Too
+    many concurrent writers. Attempted N times, but failed on retry_timeout ...")."""
     text = str(exc).lower()
-    return isinstance(exc, OSError) and ("retry" in text or "conflict" in text)
+    return isinstance(exc, OSError) and any(w in text for w in ("retry", "conflict", "concurrent writers"))
 
 
 def _is_missing(exc: BaseException) -> bool:
@@ -838,13 +842,7 @@ class LanceStore:
         fragments = lance.fragment.write_fragments(
             table, ds, schema=ds.schema, storage_options=self._options(), session=self.session
         )
-        new = lance.LanceDataset.commit(
-            ds,
-            lance.LanceOperation.Append(fragments),
-            read_version=ds.version,
-            storage_options=self._options(),
-            max_retries=self.conflict_retries,
-        )
+        new = self._commit_append(dataset, ds, fragments)
         self._saw(uri, new.version)
         self._appended_here(uri, ds, fragments, probes, new)
         if new.version > ds.version + 1 and self._drop_later_copies(
@@ -853,6 +851,36 @@ class LanceStore:
             new = self.open(scope, dataset) or new
         self._keep(scope, dataset, new)
         return rest, MergeResult(dataset, table.num_rows, 0, new.version, len(new.get_fragments()))
+
+    def _commit_append(
+        self, dataset: str, base: lance.LanceDataset, fragments: list[lance.fragment.FragmentMetadata]
+    ) -> lance.LanceDataset:
+        """Commit written fragments as an append on ``base``, rebased over whatever was committed
+        since: Lance retries a lost race ``conflict_retries`` times at once. Under contention (two
+        workers and the upkeep committing one dataset on a loaded machine) every one of them can
+        lose, and the error failed all the activities of the committer's group (the hour's soak of
+        2026-12-05: 117 attempts). The same fragments are committed again after a pause that
+        grows, up to ``outer_retries`` times: nothing is written twice."""
+        for attempt in Retrying(
+            retry=retry_if_exception(_is_retryable_conflict),
+            stop=stop_after_attempt(self.outer_retries + 1),
+            wait=wait_random_exponential(multiplier=0.2, max=5.0),
+            before_sleep=lambda state: log.info(
+                "lance %s append lost every commit race (attempt %d), committing its fragments again",
+                dataset,
+                state.attempt_number,
+            ),
+            reraise=True,
+        ):
+            with attempt:
+                return lance.LanceDataset.commit(
+                    base,
+                    lance.LanceOperation.Append(fragments),
+                    read_version=base.version,
+                    storage_options=self._options(),
+                    max_retries=self.conflict_retries,
+                )
+        raise AssertionError("unreachable: tenacity returns or re-raises")
 
     def _drop_later_copies(self, scope: Scope, dataset: str, found: pa.Table) -> bool:
         """Delete every copy of a key in ``found`` (keys and ``_rowid``) but its first; whether any.

@@ -12,6 +12,7 @@ from typing import Any
 
 import lance
 import pytest
+from lance.commit import CommitConflictError
 from lance_rows import leaf_rows, value_rows
 from racing_writers import merge_in_racing_rounds
 
@@ -117,3 +118,67 @@ def test_probes_and_lookups_read_only_fragments_that_may_hold_their_values(
     store.merge(SCOPE, "values_v1", value_rows(batches[3]))  # a redelivery of its own rows
     cids = store.read(SCOPE, "values_v1", columns=["cid"])["cid"].to_pylist()
     assert sorted(cids) == sorted(c for b in batches for c in b)  # each CID once
+
+
+def _data_files(root: Path) -> set[str]:
+    return {p.name for p in root.rglob("value_leaves_v1.lance/data/*.lance")}
+
+
+def test_an_append_that_loses_every_race_commits_its_fragments_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = LanceStore(root=tmp_path)
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 5))
+    real_commit = lance.LanceDataset.commit
+    calls: list[str] = []
+
+    def losing_first(*args: Any, **kwargs: Any) -> Any:
+        calls.append(type(args[1]).__name__)
+        if len(calls) == 1:
+            # Another writer wins the race (a real commit), and this one has spent Lance's retries.
+            LanceStore(root=tmp_path).merge(SCOPE, "value_leaves_v1", leaf_rows(100, 5))
+            raise CommitConflictError(
+                "Commit conflict for version 3: Failed to commit the transaction after 20 retries."
+            )
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(lance.LanceDataset, "commit", losing_first)
+    with caplog.at_level(logging.INFO, logger="baml_studio.lance_store"):
+        store.merge(SCOPE, "value_leaves_v1", leaf_rows(10, 5))
+    monkeypatch.undo()
+    assert sorted(_strings(LanceStore(root=tmp_path))) == sorted(
+        f"leaf{i}" for i in [*range(5), *range(10, 15), *range(100, 105)]
+    )
+    assert any("committing its fragments again" in r.getMessage() for r in caplog.records)
+    # The same fragments were committed: every data file written is one the dataset holds.
+    ds = LanceStore(root=tmp_path).open(SCOPE, "value_leaves_v1")
+    assert ds is not None
+    held = {Path(f.path).name for frag in ds.get_fragments() for f in frag.metadata.files}
+    assert _data_files(tmp_path) == held
+
+
+def test_an_append_gives_up_after_its_retries_and_on_other_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LanceStore(root=tmp_path, outer_retries=2)
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 5))
+    calls: list[int] = []
+
+    def failing(error: OSError) -> Any:
+        def commit(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            raise error
+
+        return commit
+
+    conflict = CommitConflictError("Commit conflict for version 3: Failed after 20 retries.")
+    monkeypatch.setattr(lance.LanceDataset, "commit", failing(conflict))
+    monkeypatch.setattr("api.dataplane.lance_store.wait_random_exponential", lambda **kw: lambda state: 0)
+    with pytest.raises(CommitConflictError):
+        store.merge(SCOPE, "value_leaves_v1", leaf_rows(10, 5))
+    assert len(calls) == 3  # the first commit and two more
+    calls.clear()
+    monkeypatch.setattr(lance.LanceDataset, "commit", failing(OSError("No space left on device")))
+    with pytest.raises(OSError, match="No space left"):
+        store.merge(SCOPE, "value_leaves_v1", leaf_rows(10, 5))
+    assert len(calls) == 1  # not a lost race: not retried
