@@ -93,12 +93,11 @@ async def _trim_malloc(interval_s: float) -> None:
         t0 = time.perf_counter()
         if not await asyncio.to_thread(trim_malloc):
             continue
-        after = memory_snapshot()
-        log.debug(
-            "memory: malloc_trim in %.1f ms, RSS %.0f -> %.0f MiB",
-            1000 * (time.perf_counter() - t0),
-            before.rss,
-            after.rss,
+        took_ms = 1000 * (time.perf_counter() - t0)
+        returned = before.rss_anon - memory_snapshot().rss_anon
+        # Logged when it returned something: how much glibc held, and that trimming pays.
+        (log.info if returned >= 1 else log.debug)(
+            "memory: malloc_trim returned %.0f MiB in %.1f ms", max(returned, 0.0), took_ms
         )
 
 
