@@ -220,6 +220,7 @@ def stream_mismatches(
     return out
 
 
+_TRIMMED = re.compile(r"malloc_trim returned (\d+) MiB")
 _COMMITTED = re.compile(r'event="committed" uri="[^"]*/(\w+)\.lance"[^\n]*operation="(\w+)"')
 
 
@@ -231,8 +232,12 @@ class LanceEvents:
     data_created: dict[str, float] = field(default_factory=dict)
     data_deleted: dict[str, float] = field(default_factory=dict)
     outer_retries: int = 0
+    append_recommits: int = 0  # appends whose commit lost every race, committed again
     maintenance_skipped: int = 0
     activities: int = 0  # "projected executions=..." lines: project activities that finished
+    failed_attempts: int = 0  # activity attempts that failed back to Temporal (the SDK's warning)
+    trims: int = 0  # malloc_trim calls that returned memory, and how much (MiB)
+    trimmed_mib: float = 0.0
 
 
 def lance_events(lines: Iterable[str]) -> LanceEvents:
@@ -253,6 +258,13 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
                 ev.commits[(m.group(1), m.group(2))] += 1
         elif "commit conflict, retrying against the newest version" in line:
             ev.outer_retries += 1
+        elif "committing its fragments again" in line:
+            ev.append_recommits += 1
+        elif "Completing activity as failed" in line:
+            ev.failed_attempts += 1
+        elif m := _TRIMMED.search(line):
+            ev.trims += 1
+            ev.trimmed_mib += float(m.group(1))
         elif "maintenance skipped" in line or "index fold skipped" in line:
             ev.maintenance_skipped += 1
         elif "projected executions=" in line:
@@ -943,8 +955,12 @@ def conflict_report(logs: Path) -> None:
         total.data_created.update(ev.data_created)
         total.data_deleted.update(ev.data_deleted)
         total.outer_retries += ev.outer_retries
+        total.append_recommits += ev.append_recommits
         total.maintenance_skipped += ev.maintenance_skipped
         total.activities += ev.activities
+        total.failed_attempts += ev.failed_attempts
+        total.trims += ev.trims
+        total.trimmed_mib += ev.trimmed_mib
     by_op: Counter[str] = Counter()
     for (_, op), n in total.commits.items():
         by_op[op] += n
@@ -960,8 +976,13 @@ def conflict_report(logs: Path) -> None:
         f"({lost / max(1, merges):.1%} of merge commits); data files rewritten by a re-run merge: "
         f"{rewritten} of {total.files['create data']} written ({total.files['delete data'] - rewritten} more"
         f" deleted by the version cleanup, {RETAIN_S:.0f} s or more after they were written); outer retries "
-        f"{total.outer_retries}; maintenance or index folds skipped after a lost race "
+        f"{total.outer_retries}; appends committed again after losing every race "
+        f"{total.append_recommits}; maintenance or index folds skipped after a lost race "
         f"{total.maintenance_skipped}"
+    )
+    print(
+        f"activity attempts failed back to Temporal (both workers): {total.failed_attempts};"
+        f" malloc_trim returned memory {total.trims} times, {total.trimmed_mib:.0f} MiB in all"
     )
 
 
