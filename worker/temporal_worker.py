@@ -84,21 +84,28 @@ async def _log_memory(interval_s: float, acts: ProjectionActivities) -> None:
         log.info("memory: %s", memory_line(acts))
 
 
+def _trim_and_measure() -> tuple[float, float] | None:
+    """One :func:`trim_malloc`: the MiB it took out of RSS and the milliseconds it took, or None
+    where the C library has no ``malloc_trim``."""
+    before = memory_snapshot().rss_anon
+    t0 = time.perf_counter()
+    if not trim_malloc():
+        return None
+    took_ms = 1000 * (time.perf_counter() - t0)
+    return max(before - memory_snapshot().rss_anon, 0.0), took_ms
+
+
 async def _trim_malloc(interval_s: float) -> None:
-    """Return glibc's free memory to the system every ``interval_s`` (:func:`trim_malloc`), off
-    the event loop: the walk over the arenas holds their locks for a few milliseconds."""
+    """Return glibc's free memory to the system every ``interval_s``, off the event loop: the walk
+    over the arenas holds their locks for a few milliseconds."""
     while True:
         await asyncio.sleep(interval_s)
-        before = memory_snapshot()
-        t0 = time.perf_counter()
-        if not await asyncio.to_thread(trim_malloc):
-            continue
-        took_ms = 1000 * (time.perf_counter() - t0)
-        returned = before.rss_anon - memory_snapshot().rss_anon
-        # Logged when it returned something: how much glibc held, and that trimming pays.
-        (log.info if returned >= 1 else log.debug)(
-            "memory: malloc_trim returned %.0f MiB in %.1f ms", max(returned, 0.0), took_ms
-        )
+        trimmed = await asyncio.to_thread(_trim_and_measure)
+        if trimmed is not None:
+            returned, took_ms = trimmed
+            # At info when it returned something: how much glibc held, and that trimming pays.
+            level = logging.INFO if returned >= 1 else logging.DEBUG
+            log.log(level, "memory: malloc_trim returned %.0f MiB in %.1f ms", returned, took_ms)
 
 
 def memory_line(acts: ProjectionActivities) -> str:

@@ -858,9 +858,9 @@ class LanceStore:
         """Commit written fragments as an append on ``base``, rebased over whatever was committed
         since: Lance retries a lost race ``conflict_retries`` times at once. Under contention (two
         workers and the upkeep committing one dataset on a loaded machine) every one of them can
-        lose, and the error failed all the activities of the committer's group (the hour's soak of
-        2026-12-05: 117 attempts). The same fragments are committed again after a pause that
-        grows, up to ``outer_retries`` times: nothing is written twice."""
+        lose; the error then failed every activity of the committer's group, where a merge that
+        lost is run again (:meth:`merge`). The same fragments are committed again after a pause
+        that grows, up to ``outer_retries`` times: nothing is written twice."""
         for attempt in Retrying(
             retry=retry_if_exception(_is_retryable_conflict),
             stop=stop_after_attempt(self.outer_retries + 1),

@@ -7,6 +7,10 @@ the cap exist, so 12 threads make more than two arenas unless the cap holds."""
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
+import logging
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,8 +20,9 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from api.common.process_memory import cap_malloc_arenas, memory_snapshot, trim_malloc, use_arrow_pool
+from api.common.process_memory import cap_malloc_arenas, memory_snapshot, use_arrow_pool
 from worker.settings import TemporalWorkerSettings
+from worker.temporal_worker import _trim_malloc
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -134,7 +139,34 @@ def test_trimming_returns_memory_glibc_holds_below_a_live_chunk() -> None:
 def test_the_worker_trims_malloc_every_minute_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BAML_STUDIO_WORKER_MALLOC_TRIM_INTERVAL_S", raising=False)
     assert TemporalWorkerSettings().malloc_trim_interval_s == 60.0
-    assert trim_malloc() is True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_the_worker_logs_what_a_trim_returned(caplog: pytest.LogCaptureFixture) -> None:
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    chunks = [libc.malloc(1024) for _ in range(50_000)]
+    for c in chunks:
+        ctypes.memset(c, 1, 1024)
+    fence = libc.malloc(1024)
+    for c in chunks:
+        libc.free(c)
+
+    async def one_tick() -> None:
+        task = asyncio.create_task(_trim_malloc(0.05))
+        await asyncio.sleep(0.3)
+        task.cancel()
+
+    with caplog.at_level(logging.INFO, logger="baml_studio.temporal_worker"):
+        asyncio.run(one_tick())
+    libc.free(fence)
+    returned = [
+        int(m.group(1))
+        for r in caplog.records
+        if (m := re.search(r"malloc_trim returned (\d+) MiB", r.getMessage()))
+    ]
+    assert returned and returned[0] >= 30  # about 49 MiB freed below a live chunk
 
 
 def test_with_tracemalloc_on_the_heap_line_names_the_lines_holding_most() -> None:
