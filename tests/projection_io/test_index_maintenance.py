@@ -177,18 +177,20 @@ def test_a_step_that_loses_a_commit_race_is_run_again(
     store.merge(SCOPE, "cid_refs_v1", _refs(0, 100))
     store.index_and_compact(SCOPE, "cid_refs_v1")
     store.merge(SCOPE, "cid_refs_v1", _refs(100, 50))
-    calls: list[int] = []
+    calls: list[str] = []
 
-    def loses_once(ds: lance.LanceDataset, dataset: str) -> None:
-        calls.append(ds.version)
-        if len(calls) == 1:
+    def loses_once(ds: lance.LanceDataset, dataset: str, *, only: tuple[str, ...]) -> None:
+        calls.extend(only)
+        if len(calls) == 2:  # the second index's fold loses
             raise OSError(
                 "Retryable commit conflict for version 9: This CreateIndex transaction was "
                 "preempted by concurrent transaction Rewrite at version 9. Please retry."
             )
-        fold_new_rows(ds, dataset)
+        fold_new_rows(ds, dataset, only=only)
 
     monkeypatch.setattr(lance_store, "fold_new_rows", loses_once)
     store.index_and_compact(SCOPE, "cid_refs_v1")
-    assert len(calls) == 2
+    # Only the index whose fold lost is folded again: the one before it keeps its fold.
+    names = sorted(_indexes(store))
+    assert len(names) == 2 and calls == [names[0], names[1], names[1]]
     assert all(unindexed == 0 for _, unindexed in _indexes(store).values())
