@@ -62,7 +62,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -238,6 +238,15 @@ class LanceEvents:
     failed_attempts: int = 0  # activity attempts that failed back to Temporal (the SDK's warning)
     trims: int = 0  # malloc_trim calls that returned memory, and how much (MiB)
     trimmed_mib: float = 0.0
+
+    def add(self, other: LanceEvents) -> None:
+        """Take in another log's events: counts summed, per-file times merged."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, dict):  # Counter.update adds, dict.update merges
+                mine.update(theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
 
 
 def lance_events(lines: Iterable[str]) -> LanceEvents:
@@ -950,17 +959,7 @@ def conflict_report(logs: Path) -> None:
             continue
         with path.open(errors="replace") as f:
             ev = lance_events(f)
-        total.commits.update(ev.commits)
-        total.files.update(ev.files)
-        total.data_created.update(ev.data_created)
-        total.data_deleted.update(ev.data_deleted)
-        total.outer_retries += ev.outer_retries
-        total.append_recommits += ev.append_recommits
-        total.maintenance_skipped += ev.maintenance_skipped
-        total.activities += ev.activities
-        total.failed_attempts += ev.failed_attempts
-        total.trims += ev.trims
-        total.trimmed_mib += ev.trimmed_mib
+        total.add(ev)
     by_op: Counter[str] = Counter()
     for (_, op), n in total.commits.items():
         by_op[op] += n

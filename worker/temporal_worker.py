@@ -48,7 +48,13 @@ from activities.projection_activities import ProjectionActivities
 from activities.runtime import GenerationSwitch, Identity, build_projection_activities
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.common.process_gc import tune_gc
-from api.common.process_memory import memory_snapshot, python_heap_top, trim_malloc, tune_allocators
+from api.common.process_memory import (
+    memory_snapshot,
+    python_heap_top,
+    resident_mib,
+    trim_malloc,
+    tune_allocators,
+)
 from api.common.temporal_rpc import is_transient
 from formats.contracts import Workload, ids, task_queue
 from formats.contracts import projection as c
@@ -87,12 +93,13 @@ async def _log_memory(interval_s: float, acts: ProjectionActivities) -> None:
 def _trim_and_measure() -> tuple[float, float] | None:
     """One :func:`trim_malloc`: the MiB it took out of RSS and the milliseconds it took, or None
     where the C library has no ``malloc_trim``."""
-    before = memory_snapshot().rss_anon
+    # RSS only: a whole snapshot would walk glibc's arenas twice more (mallinfo2) around the trim.
+    before = resident_mib().get("RssAnon", 0.0)
     t0 = time.perf_counter()
     if not trim_malloc():
         return None
     took_ms = 1000 * (time.perf_counter() - t0)
-    return max(before - memory_snapshot().rss_anon, 0.0), took_ms
+    return max(before - resident_mib().get("RssAnon", 0.0), 0.0), took_ms
 
 
 async def _trim_malloc(interval_s: float) -> None:

@@ -125,14 +125,21 @@ class MemorySnapshot:
         return f"{rss}{glibc}, Arrow pool {self.arrow_pool:.0f}"
 
 
-def memory_snapshot() -> MemorySnapshot:
-    import pyarrow as pa
-
+def resident_mib() -> dict[str, float]:
+    """The kernel's count of this process's resident memory, in MiB: ``VmRSS`` and ``RssAnon``
+    (one read of /proc; no allocator walked)."""
     status = {}
     for line in Path("/proc/self/status").read_text().splitlines():
         key, _, value = line.partition(":")
         if key in ("VmRSS", "RssAnon"):
             status[key] = int(value.split()[0]) / 1024
+    return status
+
+
+def memory_snapshot() -> MemorySnapshot:
+    import pyarrow as pa
+
+    status = resident_mib()
     in_use = free = None
     mallinfo2 = getattr(_libc(), "mallinfo2", None)  # glibc 2.33 and later
     if mallinfo2 is not None:

@@ -355,6 +355,21 @@ def _is_retryable_conflict(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and any(w in text for w in ("retry", "conflict", "concurrent writers"))
 
 
+def _on_conflict(attempts: int, *, multiplier: float, max_s: float, what: str | None = None) -> Retrying:
+    """Runs a commit again, after a random pause that grows, while it loses to another writer
+    (:func:`_is_retryable_conflict`), at most ``attempts`` times in all; the last error is raised.
+    With ``what``, each retry is logged as "lance <what> ... (attempt N)"."""
+    return Retrying(
+        retry=retry_if_exception(_is_retryable_conflict),
+        stop=stop_after_attempt(attempts),
+        wait=wait_random_exponential(multiplier=multiplier, max=max_s),
+        before_sleep=(
+            (lambda state: log.info("lance %s (attempt %d)", what, state.attempt_number)) if what else None
+        ),
+        reraise=True,
+    )
+
+
 def _is_missing(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "not found" in text or "does not exist" in text or "no such" in text
@@ -869,26 +884,20 @@ class LanceStore:
         lose; the error then failed every activity of the committer's group, where a merge that
         lost is run again (:meth:`merge`). The same fragments are committed again after a pause
         that grows, up to ``outer_retries`` times: nothing is written twice."""
-        for attempt in Retrying(
-            retry=retry_if_exception(_is_retryable_conflict),
-            stop=stop_after_attempt(self.outer_retries + 1),
-            wait=wait_random_exponential(multiplier=0.2, max=5.0),
-            before_sleep=lambda state: log.info(
-                "lance %s append lost every commit race (attempt %d), committing its fragments again",
-                dataset,
-                state.attempt_number,
-            ),
-            reraise=True,
-        ):
-            with attempt:
-                return lance.LanceDataset.commit(
-                    base,
-                    lance.LanceOperation.Append(fragments),
-                    read_version=base.version,
-                    storage_options=self._options(),
-                    max_retries=self.conflict_retries,
-                )
-        raise AssertionError("unreachable: tenacity returns or re-raises")
+        again = _on_conflict(
+            self.outer_retries + 1,
+            multiplier=0.2,
+            max_s=5.0,
+            what=f"{dataset} append lost every commit race, committing its fragments again",
+        )
+        return again(
+            lance.LanceDataset.commit,
+            base,
+            lance.LanceOperation.Append(fragments),
+            read_version=base.version,
+            storage_options=self._options(),
+            max_retries=self.conflict_retries,
+        )
 
     def _drop_later_copies(self, scope: Scope, dataset: str, found: pa.Table) -> bool:
         """Delete every copy of a key in ``found`` (keys and ``_rowid``) but its first; whether any.
@@ -905,12 +914,7 @@ class LanceStore:
         later = keyed.filter(pc.invert(pc.is_in(keyed["rowid"], first["rowid_min"])))["rowid"].to_pylist()
         log.warning("lance %s: removing %d rows appended twice by concurrent writers", dataset, len(later))
         predicate = f"_rowid IN ({', '.join(str(int(i)) for i in later)})"
-        for attempt in Retrying(
-            retry=retry_if_exception(_is_retryable_conflict),
-            stop=stop_after_attempt(MAINTENANCE_ATTEMPTS),
-            wait=wait_random_exponential(multiplier=0.05, max=1.0),
-            reraise=True,
-        ):
+        for attempt in _on_conflict(MAINTENANCE_ATTEMPTS, multiplier=0.05, max_s=1.0):
             with attempt:
                 ds = self.open(scope, dataset)
                 assert ds is not None
@@ -966,12 +970,7 @@ class LanceStore:
 
         # Each step commits on its own; one that loses the race to a worker's commit or compaction
         # is run again on the newest version (a fold covers what is unindexed then).
-        again = Retrying(
-            retry=retry_if_exception(_is_retryable_conflict),
-            stop=stop_after_attempt(MAINTENANCE_ATTEMPTS),
-            wait=wait_random_exponential(multiplier=0.2, max=2.0),
-            reraise=True,
-        )
+        again = _on_conflict(MAINTENANCE_ATTEMPTS, multiplier=0.2, max_s=2.0)
         built = again(lambda: create_missing_indexes(newest(), dataset))
         metrics = again(lambda: newest().optimize.compact_files())
         # One index at a time, each retried alone: a worker's committer compacts the dataset every
