@@ -49,15 +49,18 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
+import lance
 import pyarrow as pa
 
 from activities.group_commit import GroupCommit
+from api.dataplane.index_lease import DEFAULT_LEASE_S, held_by_another, index_lease
 from api.dataplane.lance_store import (
     DATASETS,
     LanceStore,
     MergeResult,
     create_missing_indexes,
     dataset_schema,
+    due_folds,
     fold_new_rows,
 )
 from formats.object_keys import Scope
@@ -99,6 +102,7 @@ class CommitStats:
     rows: int = 0
     callers: int = 0
     compactions: int = 0  # each with its lookup-index folding
+    compactions_deferred: int = 0  # upkeep rounds that left the compaction to another process's index lease
     cleanups: int = 0  # removals of old versions (at most one per dataset per cleanup interval)
     maintenance_s: float = 0.0
     folds: int = 0  # rounds of the fold threads that folded an index (query or lookup)
@@ -117,6 +121,7 @@ class LanceCommitter:
         cleanup_interval_s: float = 300.0,
         query_fold_rows: int = QUERY_FOLD_ROWS,
         ngram_fold_rows: int = NGRAM_FOLD_ROWS,
+        lease_s: float = DEFAULT_LEASE_S,
         beat: Callable[[], None] | None = None,
     ) -> None:
         """``beat`` is called every few seconds while :meth:`merge` waits (an activity's heartbeat)."""
@@ -124,12 +129,15 @@ class LanceCommitter:
         self.cleanup_interval_s = cleanup_interval_s
         self.query_fold_rows = query_fold_rows
         self.ngram_fold_rows = ngram_fold_rows
+        self.lease_s = lease_s
         self.max_fragments = max_fragments
         self.retain_s = retain_s
         self.stats = CommitStats()
         self._lock = threading.Lock()
-        # Fragments of each dataset's newest commit by this process: whether maintenance is due.
+        # Fragments of each dataset's newest commit by this process: whether maintenance is due
+        # (above max_fragments, or above the count of an upkeep deferred by an index lease).
         self._fragments: dict[tuple[Scope, str], int] = {}
+        self._upkeep_above: dict[tuple[Scope, str], int] = {}
         # When each dataset's old versions were last removed by this process (monotonic clock).
         self._cleaned: dict[tuple[Scope, str], float] = {}
         # Each dataset's fold thread while it runs, and whether a commit since its last look may
@@ -177,7 +185,7 @@ class LanceCommitter:
     def _maintain(self, key: tuple[Scope, str]) -> None:
         """Compact, fold new fragments into the lookup indexes and drop old versions, when it is
         due; then have the dataset's fold thread look at its query indexes."""
-        if self._fragments.get(key, 0) <= self.max_fragments:
+        if self._fragments.get(key, 0) <= self._upkeep_above.get(key, self.max_fragments):
             return  # known from the commit itself: no dataset open after every commit
         if self._folding(key):
             # A compaction would make the fold's commit conflict: the upkeep waits for the first
@@ -190,9 +198,18 @@ class LanceCommitter:
             ds = self.store.open(scope, dataset)
             if ds is None:
                 return
-            ds.optimize.compact_files()
-            ds = self.store.open(scope, dataset)
-            assert ds is not None
+            deferred = held_by_another(ds)
+            if deferred:
+                # Another process folds a query index under its lease, and a compaction would
+                # preempt that fold (api/dataplane/index_lease.py). The lookup indexes still get
+                # the new rows (their folds do not conflict with it); the next upkeep comes after
+                # another max_fragments commits, not after every one.
+                self._upkeep_above[key] = self._fragments.get(key, 0) + self.max_fragments
+            else:
+                ds.optimize.compact_files()
+                self._upkeep_above.pop(key, None)
+                ds = self.store.open(scope, dataset)
+                assert ds is not None
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
             # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
             # fragments (measured in bench/soak.py on a fresh stack).
@@ -210,7 +227,8 @@ class LanceCommitter:
                 self._cleaned[key] = time.monotonic()
             with self._lock:
                 self.stats.cleanups += cleanup
-                self.stats.compactions += 1
+                self.stats.compactions += not deferred
+                self.stats.compactions_deferred += deferred
                 self.stats.maintenance_s += time.perf_counter() - t0
         except Exception as exc:
             # Usually a concurrent commit from another process won the race (OSError): the next
@@ -243,10 +261,36 @@ class LanceCommitter:
             self._folders[key] = folder
             folder.start()
 
+    def _fold_once(self, key: tuple[Scope, str], thresholds: dict[str, int]) -> int:
+        """The folds due now; the query indexes' under the dataset's index lease, so that other
+        processes' committers do not compact it meanwhile (the lookup indexes' are quick and
+        take none). Returns the number of indexes folded."""
+        scope, dataset = key
+
+        ds = self.store.open(scope, dataset)
+        if ds is None:
+            return 0
+
+        def newest() -> lance.LanceDataset:
+            ds = self.store.open(scope, dataset)
+            assert ds is not None  # it existed above, and datasets are never removed
+            return ds
+
+        due = due_folds(ds, thresholds)
+        lookup = DATASETS[dataset].lookup
+        if all(fold.column in lookup for fold in due):
+            return fold_new_rows(ds, dataset, due=due)
+        with index_lease(newest, self.lease_s) as held:
+            if not held:
+                # Another process is folding this dataset's query indexes; they wait for the next
+                # look after a commit, and the lookup indexes are folded now.
+                due = [fold for fold in due if fold.column in lookup]
+            return fold_new_rows(newest(), dataset, due=due)
+
     def _fold(self, key: tuple[Scope, str], thresholds: dict[str, int]) -> None:
         """Fold new rows into the indexes past their thresholds until no commit has come since
         the last look."""
-        scope, dataset = key
+        dataset = key[1]
         while True:
             with self._lock:
                 if key not in self._fold_due:
@@ -255,8 +299,7 @@ class LanceCommitter:
                 self._fold_due.discard(key)
             try:
                 t0 = time.perf_counter()
-                ds = self.store.open(scope, dataset)
-                if ds is not None and fold_new_rows(ds, dataset, thresholds):
+                if self._fold_once(key, thresholds):
                     with self._lock:
                         self.stats.folds += 1
                         self.stats.fold_s += time.perf_counter() - t0

@@ -142,6 +142,7 @@ class MaintenanceActivities:
                 name,
                 retain_versions=self.p.settings.retain_versions,
                 older_than_s=self.p.settings.retain_older_than_s,
+                lease_s=self.p.settings.index_lease_s,
             )
             for k in totals:
                 totals[k] += got[k]

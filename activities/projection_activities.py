@@ -143,6 +143,7 @@ class ProjectionActivities:
             max_fragments=settings.max_fragments,
             retain_s=settings.commit_retain_s,
             cleanup_interval_s=settings.commit_cleanup_interval_s,
+            lease_s=settings.index_lease_s,
             beat=partial(heartbeat, "lance"),
         )
         # Indexes of decoded meta segments, shared by this worker's activities (about 1 KiB each).

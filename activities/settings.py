@@ -89,6 +89,14 @@ class ProjectionSettings(DeploymentSettings):
         ge=0,
         description="The committer keeps Lance versions this long (readers bound to a version need it).",
     )
+    index_lease_s: float = Field(
+        default=900.0,
+        gt=0,
+        description=(
+            "A process folding a dataset's query indexes holds its index lease at most this long;"
+            " meanwhile other processes do not compact the dataset (a compaction preempts a fold)."
+        ),
+    )
     commit_cleanup_interval_s: float = Field(
         default=300.0,
         ge=0,

@@ -43,6 +43,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 
 from api.common.lru import LruCache
 from api.dataplane.aws import ObjectStoreAccess
+from api.dataplane.index_lease import DEFAULT_LEASE_S, held_by_another, index_lease
 from api.dataplane.index_tiers import entries_to_merge
 from formats import catalog
 from formats.deployment_settings import reveal
@@ -210,37 +211,39 @@ def create_missing_indexes(ds: lance.LanceDataset, dataset: str, only: tuple[str
     return built
 
 
-def fold_new_rows(
+@dataclass(frozen=True)
+class Fold:
+    """One index fold a dataset is due: the index, its column, and how many of its newest entries
+    the new rows merge with (0: a delta entry of their own)."""
+
+    index: str
+    column: str
+    merge: int
+
+
+def due_folds(
     ds: lance.LanceDataset,
-    dataset: str,
     min_rows: Mapping[str, int] | None = None,
     *,
     only: Collection[str] | None = None,
-) -> int:
-    """Fold the rows added since the last fold into the dataset's existing indexes, the way
-    :mod:`api.dataplane.index_tiers` says: a delta entry, or a merge with the newest entries that
-    are small beside what is folded. With ``min_rows``, only the indexes on its columns, each once
-    at least that many new rows wait for it (fewer are left for a later fold); with ``only``, only
-    the indexes of those names. Returns the number of indexes folded.
-
-    Merging new rows into one entry rewrites all of it: an n-gram index's postings (measured with
-    pylance 14 on moto: 74 s of CPU for 200 new rows at 200,000 rows, against 3-5 s for a delta,
-    long enough that a worker's compaction committed first and the fold lost the race), a BTREE
-    of 188 M value leaves on every tick. Entry sizes come from the manifest (fragment row counts):
-    no index file is read to decide.
-    """
+) -> list[Fold]:
+    """The folds :func:`fold_new_rows` would run on ``ds`` now, by index name. Entry sizes come from
+    the manifest (fragment row counts): no index file is read to decide."""
     fragment_rows = {f.fragment_id: f.metadata.physical_rows for f in ds.get_fragments()}
     entries: dict[str, list[tuple[int, list[int]]]] = {}  # index -> (version, fragments) per entry
     threshold: dict[str, int] = {}  # index -> new rows it waits for
+    column: dict[str, str] = {}
     for index in ds.list_indices():
         fields = index["fields"]
         if only is not None and index["name"] not in only:
             continue
         if min_rows is None or (len(fields) == 1 and fields[0] in min_rows):
             fragments = [int(f) for f in index["fragment_ids"]]
-            entries.setdefault(str(index["name"]), []).append((int(index["version"]), fragments))
-            threshold[str(index["name"])] = 1 if min_rows is None else max(min_rows[fields[0]], 1)
-    folded = 0
+            name = str(index["name"])
+            entries.setdefault(name, []).append((int(index["version"]), fragments))
+            threshold[name] = 1 if min_rows is None else max(min_rows[fields[0]], 1)
+            column[name] = str(fields[0])
+    due: list[Fold] = []
     for name, found in sorted(entries.items()):
         found.sort()  # oldest first
         covered = {f for _, fragments in found for f in fragments}
@@ -248,10 +251,34 @@ def fold_new_rows(
         if new_rows < threshold[name]:
             continue
         sizes = [sum(fragment_rows.get(f, 0) for f in fragments) for _, fragments in found]
-        merge = entries_to_merge(sizes, new_rows)
-        ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=merge)
-        folded += 1
-    return folded
+        due.append(Fold(name, column[name], entries_to_merge(sizes, new_rows)))
+    return due
+
+
+def fold_new_rows(
+    ds: lance.LanceDataset,
+    dataset: str,
+    min_rows: Mapping[str, int] | None = None,
+    *,
+    only: Collection[str] | None = None,
+    due: list[Fold] | None = None,
+) -> int:
+    """Fold the rows added since the last fold into the dataset's existing indexes, the way
+    :mod:`api.dataplane.index_tiers` says: a delta entry, or a merge with the newest entries that
+    are small beside what is folded. With ``min_rows``, only the indexes on its columns, each once
+    at least that many new rows wait for it (fewer are left for a later fold); with ``only``, only
+    the indexes of those names; with ``due``, those folds (:func:`due_folds`). Returns the number
+    of indexes folded.
+
+    Merging new rows into one entry rewrites all of it: an n-gram index's postings (measured with
+    pylance 14 on moto: 74 s of CPU for 200 new rows at 200,000 rows, against 3-5 s for a delta,
+    long enough that a worker's compaction committed first and the fold lost the race), a BTREE
+    of 188 M value leaves on every tick.
+    """
+    folds = due if due is not None else due_folds(ds, min_rows, only=only)
+    for fold in folds:
+        ds.optimize.optimize_indices(index_names=[fold.index], num_indices_to_merge=fold.merge)
+    return len(folds)
 
 
 def ledger_row_id(generation: int, root_id: str) -> str:
@@ -947,10 +974,17 @@ class LanceStore:
     # --- maintenance -------------------------------------------------------------------------
 
     def index_and_compact(
-        self, scope: Scope, dataset: str, *, retain_versions: int = 20, older_than_s: float = 3600.0
+        self,
+        scope: Scope,
+        dataset: str,
+        *,
+        retain_versions: int = 20,
+        older_than_s: float = 3600.0,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> dict[str, int]:
-        """Create the scalar and n-gram indexes a dataset lacks, compact small fragments, bring the
-        existing indexes up to date, remove old versions.
+        """Compact small fragments; then, under the dataset's index lease (``lease_s``), create the
+        scalar and n-gram indexes it lacks and bring the existing ones up to date; remove old
+        versions.
 
         Incremental: an index that exists is never rebuilt. ``optimize_indices`` folds the rows
         added since into it (Lance indexes the new fragments only), so a tick costs what arrived
@@ -971,14 +1005,23 @@ class LanceStore:
         # Each step commits on its own; one that loses the race to a worker's commit or compaction
         # is run again on the newest version (a fold covers what is unindexed then).
         again = _on_conflict(MAINTENANCE_ATTEMPTS, multiplier=0.2, max_s=2.0)
-        built = again(lambda: create_missing_indexes(newest(), dataset))
-        metrics = again(lambda: newest().optimize.compact_files())
-        # One index at a time, each retried alone: a worker's committer compacts the dataset every
-        # few seconds, and a compaction preempts a fold in progress. A retry of the whole pass
-        # folded every index again (the rows that arrived meanwhile), so under load no pass
-        # finished inside its attempts (the hour's soak of 2026-12-05: a tick failed 8 attempts in 36 min).
-        for name in sorted({str(index["name"]) for index in newest().list_indices()}):
-            again(lambda name=name: fold_new_rows(newest(), dataset, only=(name,)))
+        # The tick's own compaction first, unless another process is folding under its lease:
+        # a compaction would preempt that fold (api/dataplane/index_lease.py).
+        compacted = 0
+        if not held_by_another(newest()):
+            compacted = int(getattr(again(lambda: newest().optimize.compact_files()), "fragments_removed", 0))
+        # Then the builds and folds, which take minutes on a large dataset, under the lease: the
+        # workers' committers leave the dataset uncompacted meanwhile. Without the lease (another
+        # process is folding) they still run, and a step that loses a race runs again.
+        with index_lease(newest, lease_s) as held:
+            if not held:
+                log.info("lance %s: another process holds the index lease; folding without it", dataset)
+            built = again(lambda: create_missing_indexes(newest(), dataset))
+            # One index at a time, each retried alone: a retry of the whole pass folded every
+            # index again (the rows that arrived meanwhile), so under load no pass finished inside
+            # its attempts (the hour's soak of 2026-12-05: a tick failed 8 attempts in 36 min).
+            for name in sorted({str(index["name"]) for index in newest().list_indices()}):
+                again(lambda name=name: fold_new_rows(newest(), dataset, only=(name,)))
         ds = newest()
         stats = ds.cleanup_old_versions(
             older_than=timedelta(seconds=older_than_s),
@@ -987,6 +1030,6 @@ class LanceStore:
         )
         return {
             "indexes": built,
-            "compacted_fragments": int(getattr(metrics, "fragments_removed", 0)),
+            "compacted_fragments": compacted,
             "removed_versions": int(getattr(stats, "old_versions", 0)),
         }

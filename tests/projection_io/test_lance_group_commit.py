@@ -242,11 +242,11 @@ def test_a_query_index_fold_does_not_hold_the_datasets_commits(tmp_path: Path, m
     started, release = threading.Event(), threading.Event()
     real = lance_committer.fold_new_rows
 
-    def held(ds: Any, dataset: str, min_rows: Any = None) -> int:
-        if min_rows and "string" in min_rows:  # a query-index fold, not the leader's lookup fold
+    def held(ds: Any, dataset: str, min_rows: Any = None, *, due: Any = None) -> int:
+        if due and any(fold.column == "string" for fold in due):  # a query-index fold
             started.set()
             assert release.wait(60)
-        return real(ds, dataset, min_rows)
+        return real(ds, dataset, min_rows, due=due)
 
     monkeypatch.setattr(lance_committer, "fold_new_rows", held)
     committer = LanceCommitter(

@@ -1,0 +1,121 @@
+"""A dataset's index lease: while one process builds or folds a query index, the others do not
+compact the dataset.
+
+In pylance 14 every compaction (a ``Rewrite``) preempts every index build or fold (a
+``CreateIndex``) in progress on the same dataset, whatever fragments each touches (checked: a
+compaction that excluded the fragments a fold covered, or only those, still preempted it). Every
+worker's committer compacts the datasets it writes every few seconds under load, so with more
+than one worker a fold that takes longer than that always loses: the hour's soak of 2026-12-05
+saw an IndexAndCompact tick fail 8 attempts over 36 minutes, and the committers' own n-gram folds
+(seconds at least) lose the same way to the other worker. A lost fold leaves the rows it was
+folding to every query's unindexed scan.
+
+A lock in one process cannot stop another process's compaction, so the lease lives where every
+writer already looks: the dataset's manifest config (``update_config``, an ``UpdateConfig``
+commit that neither compactions, appends nor index folds conflict with). The folder commits
+``owner@until`` before its long fold and deletes it after; a committer that opens the dataset to
+compact reads the config it already holds (no request) and leaves the compaction for a later
+commit while another's lease is live. ``until`` bounds a folder that died: its lease is ignored
+once past. Two folders racing to take a lease conflict (``UpdateConfig`` against
+``UpdateConfig``); the loser sees the winner's lease and does not fold.
+
+The lookup indexes' folds (``DatasetSpec.lookup``) are quick and take no lease; nor does an
+erasure's compaction, which must remove erased values whatever is being folded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import lance
+
+log = logging.getLogger("baml_studio.index_lease")
+
+LEASE_KEY = "baml_studio.index_lease"
+# Longer than the folds measured (an n-gram fold of a tick: seconds to 2 minutes on moto) and
+# short enough that a folder that died leaves the dataset uncompacted for minutes, not hours.
+DEFAULT_LEASE_S = 900.0
+
+
+@dataclass(frozen=True)
+class IndexLease:
+    owner: str
+    until: float  # Unix time (seconds); the lease is ignored after it
+
+    def encode(self) -> str:
+        return f"{self.owner}@{self.until:.3f}"
+
+    @classmethod
+    def decode(cls, text: str) -> IndexLease | None:
+        owner, sep, until = text.rpartition("@")
+        try:
+            return cls(owner, float(until)) if sep and owner else None
+        except ValueError:
+            return None  # not ours to read: treated as no lease rather than blocking compaction
+
+    def live(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) < self.until
+
+
+def read_lease(ds: lance.LanceDataset) -> IndexLease | None:
+    """The lease in this version's manifest config, live or not (no request: the manifest is read)."""
+    text = ds.config().get(LEASE_KEY)
+    return IndexLease.decode(text) if text else None
+
+
+def held_by_another(ds: lance.LanceDataset, owner: str | None = None, now: float | None = None) -> bool:
+    """Whether someone other than ``owner`` holds a live lease in this version."""
+    lease = read_lease(ds)
+    return lease is not None and lease.owner != owner and lease.live(now)
+
+
+def new_owner() -> str:
+    """A lease owner unique to one fold: host, process and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def take(ds: lance.LanceDataset, owner: str, seconds: float = DEFAULT_LEASE_S) -> bool:
+    """Commit ``owner``'s lease on the newest version ``ds`` stands for; False when another holds
+    a live one or took one meanwhile (two ``UpdateConfig`` commits conflict: one loses)."""
+    if held_by_another(ds, owner):
+        return False
+    try:
+        ds.update_config({LEASE_KEY: IndexLease(owner, time.time() + seconds).encode()})
+    except OSError as exc:
+        # Another folder's UpdateConfig committed first (Lance: "Incompatible transaction"), or
+        # the store failed: either way this fold runs later, not unprotected.
+        log.info("index lease not taken (%s)", type(exc).__name__)
+        return False
+    return True
+
+
+def release(ds: lance.LanceDataset, owner: str) -> None:
+    """Remove ``owner``'s lease from the newest version ``ds`` stands for, if it is still there."""
+    lease = read_lease(ds)
+    if lease is None or lease.owner != owner:
+        return
+    try:
+        ds.delete_config_keys([LEASE_KEY])
+    except OSError as exc:
+        # It expires by itself; meanwhile compactions wait for it.
+        log.info("index lease not released (%s), it lapses at its deadline", type(exc).__name__)
+
+
+@contextlib.contextmanager
+def index_lease(newest: Callable[[], lance.LanceDataset], seconds: float = DEFAULT_LEASE_S) -> Iterator[bool]:
+    """Hold a lease on the dataset for the block; yields whether it is held (False: another
+    process holds one). ``newest`` opens the dataset's newest version."""
+    owner = new_owner()
+    held = take(newest(), owner, seconds)
+    try:
+        yield held
+    finally:
+        if held:
+            release(newest(), owner)

@@ -1,0 +1,186 @@
+"""The index lease: while one process folds a dataset's query indexes, the other processes'
+committers leave its compaction for later, so the fold is not preempted (local Lance; each
+"process" is a LanceStore of its own on one root, as two workers share one bucket)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import lance
+import pytest
+from lance_rows import leaf_rows
+
+from activities import lance_committer
+from activities.lance_committer import LanceCommitter
+from api.dataplane import index_lease
+from api.dataplane.index_lease import IndexLease, held_by_another, read_lease
+from api.dataplane.lance_store import LanceStore, due_folds, fold_new_rows
+from formats.object_keys import Scope
+
+SCOPE = Scope("ten_a", "prj_a", "env_a")
+LEAVES = "value_leaves_v1"
+
+
+def _committer(store: LanceStore, **kwargs: Any) -> LanceCommitter:
+    # Versions kept: a fold reading an older version needs its data files.
+    return LanceCommitter(
+        store, interval_s=0.0, max_fragments=2, retain_s=3600.0, cleanup_interval_s=0.0, **kwargs
+    )
+
+
+def _indexed(root: Path) -> LanceStore:
+    """value_leaves_v1 with the tick's indexes over 40 rows, then 40 rows that no index covers."""
+    store = LanceStore(root=root)
+    committer = _committer(store)
+    for i in range(4):
+        committer.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    committer.close()
+    store.index_and_compact(SCOPE, LEAVES)
+    for i in range(4, 8):
+        store.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    return store
+
+
+def _open(store: LanceStore) -> lance.LanceDataset:
+    ds = store.open(SCOPE, LEAVES)
+    assert ds is not None
+    return ds
+
+
+def _unindexed(ds: lance.LanceDataset) -> dict[str, int]:
+    """Rows no entry of each column's index covers."""
+    return {i["fields"][0]: ds.stats.index_stats(i["name"])["num_unindexed_rows"] for i in ds.list_indices()}
+
+
+def _ngram_fold(ds: lance.LanceDataset) -> None:
+    due = [fold for fold in due_folds(ds) if fold.column == "string"]
+    assert due  # the 40 rows after the tick wait for it
+    fold_new_rows(ds, LEAVES, due=due)
+
+
+def _compacting_commits(store: LanceStore, start: int) -> LanceCommitter:
+    """Another worker's committer: enough commits that its upkeep is due (max_fragments 2)."""
+    committer = _committer(store)
+    for i in range(start, start + 3):
+        committer.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    committer.close()
+    return committer
+
+
+def test_a_fold_under_the_lease_commits_although_another_committer_came_meanwhile(tmp_path: Path) -> None:
+    # Without the lease the other worker's compaction preempts the fold (pylance 14 refuses any
+    # CreateIndex after a Rewrite), which is what the lease is for: both halves run here.
+    store = _indexed(tmp_path / "bare")
+    folding = _open(store)  # the fold reads this version, then takes a while
+    other = _compacting_commits(LanceStore(root=tmp_path / "bare"), 8)
+    assert other.stats.compactions >= 1
+    with pytest.raises(OSError, match="preempted"):
+        _ngram_fold(folding)
+
+    store = _indexed(tmp_path / "leased")
+    assert index_lease.take(_open(store), "fold-1", 60)
+    folding = _open(store)
+    other = _compacting_commits(LanceStore(root=tmp_path / "leased"), 8)
+    assert other.stats.compactions == 0 and other.stats.compactions_deferred >= 1
+    _ngram_fold(folding)  # commits over the other committer's appends
+    index_lease.release(_open(store), "fold-1")
+    ds = _open(store)
+    assert read_lease(ds) is None and ds.count_rows() == 110
+    unindexed = _unindexed(ds)
+    assert unindexed["string"] == 30  # the fold's 40 are in the n-gram; the 30 after it are not
+    # The write path's lookup index still got the new rows while the compaction waited: it is
+    # folded every max_fragments (2) commits of 10 rows.
+    assert unindexed["execution_id"] <= 20
+
+
+def test_a_committer_compacts_again_once_the_lease_is_released_or_lapses(tmp_path: Path) -> None:
+    store = _indexed(tmp_path)
+    assert index_lease.take(_open(store), "fold-1", 60)
+    first = _compacting_commits(LanceStore(root=tmp_path), 8)
+    assert first.stats.compactions == 0 and len(_open(store).get_fragments()) > 2
+    index_lease.release(_open(store), "fold-1")
+    assert _compacting_commits(LanceStore(root=tmp_path), 11).stats.compactions >= 1
+
+    assert index_lease.take(_open(store), "died", 0.2)  # a folder that never released it
+    time.sleep(0.3)
+    assert not held_by_another(_open(store))
+    assert _compacting_commits(LanceStore(root=tmp_path), 14).stats.compactions >= 1
+    assert _open(store).count_rows() == 170
+
+
+def test_one_lease_at_a_time(tmp_path: Path) -> None:
+    store = _indexed(tmp_path)
+    a, b = _open(store), _open(store)  # two folders that read the same version
+    assert index_lease.take(a, "fold-a", 60)
+    # b's UpdateConfig conflicts with a's: b sees no lease in its version, and still loses.
+    assert not index_lease.take(b, "fold-b", 60)
+    assert not index_lease.take(_open(store), "fold-b", 60)  # a's lease is live
+    index_lease.release(_open(store), "fold-b")  # not b's to release
+    assert read_lease(_open(store)) == IndexLease("fold-a", read_lease(_open(store)).until)  # type: ignore[union-attr]
+    index_lease.release(_open(store), "fold-a")
+    assert index_lease.take(_open(store), "fold-b", 60)
+
+
+def test_the_tick_folds_under_the_lease_and_does_not_compact_under_anothers(tmp_path: Path) -> None:
+    store = _indexed(tmp_path)
+    seen: list[IndexLease | None] = []
+    real = store.open
+
+    def watching(scope: Scope, dataset: str, version: int | None = None) -> Any:
+        ds = real(scope, dataset) if version is None else real(scope, dataset, version)
+        seen.append(read_lease(ds) if ds is not None else None)
+        return ds
+
+    store.open = watching  # type: ignore[method-assign]
+    got = store.index_and_compact(SCOPE, LEAVES)
+    assert got["compacted_fragments"] >= 4  # the four merges after the first tick, at least
+    assert any(lease is not None and lease.live() for lease in seen)  # held while it folded
+    store.open = real  # type: ignore[method-assign]
+    assert read_lease(_open(store)) is None  # and released
+    assert set(_unindexed(_open(store)).values()) == {0}
+
+    for i in range(8, 11):
+        store.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    assert index_lease.take(_open(store), "a worker's fold thread", 60)
+    got = store.index_and_compact(SCOPE, LEAVES)
+    assert got["compacted_fragments"] == 0  # it would preempt the worker's fold
+    ds = _open(store)
+    assert read_lease(ds) is not None and read_lease(ds).owner == "a worker's fold thread"  # type: ignore[union-attr]
+    assert set(_unindexed(ds).values()) == {0}
+
+
+def test_the_committers_fold_thread_holds_the_lease_and_leaves_anothers_folds_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _indexed(tmp_path)
+    leases: list[IndexLease | None] = []
+    real = lance_committer.fold_new_rows
+
+    def watching(ds: Any, dataset: str, min_rows: Any = None, *, due: Any = None) -> int:
+        if due and any(fold.column == "string" for fold in due):
+            leases.append(read_lease(ds))
+        return real(ds, dataset, min_rows, due=due)
+
+    monkeypatch.setattr(lance_committer, "fold_new_rows", watching)
+    committer = _compacting_commits(store, 8)  # same store: the process that folds
+    assert len(leases) == 0  # no fold: the committer folds the n-gram at ngram_fold_rows
+    committer = _committer(store, query_fold_rows=1, ngram_fold_rows=1)
+    for i in range(11, 14):
+        committer.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    committer.close()
+    assert leases and all(lease is not None and lease.live() for lease in leases)
+    assert read_lease(_open(store)) is None  # released after the fold
+
+    # While another process holds the lease, this one's fold thread leaves the query indexes.
+    assert index_lease.take(_open(store), "another worker", 60)
+    before = len(leases)
+    committer = _committer(store, query_fold_rows=1, ngram_fold_rows=1)
+    for i in range(14, 17):
+        committer.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    committer.close()
+    assert len(leases) == before and committer.stats.compactions == 0
+    ds = _open(store)
+    unindexed = _unindexed(ds)
+    assert unindexed["string"] >= 30 and unindexed["execution_id"] <= 20
