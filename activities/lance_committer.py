@@ -33,7 +33,9 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   (Lance rebases one over the other); a compaction would, so the leader's upkeep of the dataset
   waits while its fold runs, and the fold thread folds the lookup indexes too. It folds until no
   commit came since its last look, so rows that arrive during a fold are folded by the same
-  thread.
+  thread. Other processes' committers would compact the dataset meanwhile, so a query-index
+  fold runs under the dataset's index lease (api/dataplane/index_lease.py), and a leader whose
+  upkeep finds another process's lease leaves the compaction for later.
 
 Several worker processes still commit to one dataset independently; Lance retries their
 conflicts against the newest version without rewriting fragments.
