@@ -233,7 +233,9 @@ class LanceEvents:
     data_deleted: dict[str, float] = field(default_factory=dict)
     outer_retries: int = 0
     append_recommits: int = 0  # appends whose commit lost every race, committed again
-    maintenance_skipped: int = 0
+    maintenance_skipped: int = 0  # committer upkeep rounds (compaction, lookup folds) that lost a race
+    folds_skipped: int = 0  # the fold threads' folds that lost a race
+    leases_missed: int = 0  # folds that found another process's index lease (or lost taking one)
     activities: int = 0  # "projected executions=..." lines: project activities that finished
     failed_attempts: int = 0  # activity attempts that failed back to Temporal (the SDK's warning)
     trims: int = 0  # malloc_trim calls that returned memory, and how much (MiB)
@@ -274,8 +276,12 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
         elif m := _TRIMMED.search(line):
             ev.trims += 1
             ev.trimmed_mib += float(m.group(1))
-        elif "maintenance skipped" in line or "index fold skipped" in line:
+        elif "maintenance skipped" in line:
             ev.maintenance_skipped += 1
+        elif "index fold skipped" in line:
+            ev.folds_skipped += 1
+        elif "index lease not taken" in line or "another process holds the index lease" in line:
+            ev.leases_missed += 1
         elif "projected executions=" in line:
             ev.activities += 1
     return ev
@@ -386,6 +392,20 @@ class Temporal:
 
         handle = self.client.get_schedule_handle(ids.index_schedule_id(tenant_id, project_id, environment_id))
         self.loop.run_until_complete(handle.trigger())
+
+    def index_ticks(self) -> list[tuple[str, str, float | None]]:
+        """Every IndexAndCompact run so far: (start time, status, seconds it took or None if running)."""
+        from formats.contracts import ids
+
+        async def runs() -> list[tuple[str, str, float | None]]:
+            out = []
+            async for w in self.client.list_workflows(f"WorkflowType = '{ids.INDEX_AND_COMPACT}'"):
+                took = (w.close_time - w.start_time).total_seconds() if w.close_time else None
+                status = w.status.name if w.status is not None else "?"
+                out.append((w.start_time.strftime("%H:%M:%S"), status, took))
+            return sorted(out)
+
+        return self.loop.run_until_complete(runs())
 
     def close(self) -> None:
         self.loop.close()
@@ -668,6 +688,7 @@ def soak(
             )
         time.sleep(args.sample_s)
     final = take()
+    ticks = temporal.index_ticks()
     temporal.close()
 
     # --- checks against the ground truth ---
@@ -754,6 +775,8 @@ def soak(
     cpu_report(samples, t_start, t_stop, final, committed, n_exec, lags, ended_at, minutes)
     memory_report(samples, t_start, t_stop, killed[1] if killed else None)
     conflict_report(logs)
+    runs = [f"{at} {status} {'-' if took is None else f'{took:.0f}'}" for at, status, took in ticks]
+    print(f"IndexAndCompact runs (start, outcome, seconds): {'; '.join(runs) or 'none'}")
     ok = not (
         rec.lost
         or rec.duplicated
@@ -976,8 +999,9 @@ def conflict_report(logs: Path) -> None:
         f"{rewritten} of {total.files['create data']} written ({total.files['delete data'] - rewritten} more"
         f" deleted by the version cleanup, {RETAIN_S:.0f} s or more after they were written); outer retries "
         f"{total.outer_retries}; appends committed again after losing every race "
-        f"{total.append_recommits}; maintenance or index folds skipped after a lost race "
-        f"{total.maintenance_skipped}"
+        f"{total.append_recommits}; committer upkeep rounds / index folds that lost a race "
+        f"{total.maintenance_skipped} / {total.folds_skipped}; folds that found another's index lease "
+        f"{total.leases_missed}"
     )
     print(
         f"activity attempts failed back to Temporal (both workers): {total.failed_attempts};"
