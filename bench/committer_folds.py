@@ -55,25 +55,40 @@ class FoldOnLeader(LanceCommitter):
             self.stats.fold_s += time.perf_counter() - t0
 
 
+ROWS_PER_WRITER = 10_000_000  # each writer's own range of leaf rows
+
+
+def write(
+    committer: LanceCommitter,
+    row: int,
+    args: argparse.Namespace,
+    stop: float,
+    waits: list[float],
+    lock: threading.Lock,
+) -> None:
+    """One writer, like an activity: merge ``args.leaves`` rows from ``row`` on, pause
+    ``args.pause_s``, again until ``stop`` (perf_counter); each merge's wait into ``waits``."""
+    while time.perf_counter() < stop:
+        table = leaves(row, args.leaves, execution_base=row)
+        row += args.leaves
+        t0 = time.perf_counter()
+        committer.merge(SCOPE, DATASET, table)
+        with lock:
+            waits.append(time.perf_counter() - t0)
+        time.sleep(args.pause_s)
+
+
 def run(committer: LanceCommitter, first_row: int, args: argparse.Namespace) -> list[float]:
     """Each writer's merges for ``args.seconds``: the wait of every merge, seconds."""
     waits: list[float] = []
     lock = threading.Lock()
     stop = time.perf_counter() + args.seconds
-    rows_per_writer = 10_000_000
-
-    def writer(w: int) -> None:
-        row = first_row + w * rows_per_writer
-        while time.perf_counter() < stop:
-            table = leaves(row, args.leaves, execution_base=row)
-            row += args.leaves
-            t0 = time.perf_counter()
-            committer.merge(SCOPE, DATASET, table)
-            with lock:
-                waits.append(time.perf_counter() - t0)
-            time.sleep(args.pause_s)
-
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(args.writers)]
+    threads = [
+        threading.Thread(
+            target=write, args=(committer, first_row + w * ROWS_PER_WRITER, args, stop, waits, lock)
+        )
+        for w in range(args.writers)
+    ]
     for t in threads:
         t.start()
     for t in threads:

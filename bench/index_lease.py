@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "projection_io"))
 
 import conftest as fx  # noqa: E402
-from lance_merge import DATASET, LEAVES_PER_EXECUTION, SCOPE, build, fill, leaves  # noqa: E402
+from committer_folds import ROWS_PER_WRITER, write  # noqa: E402
+from lance_merge import DATASET, LEAVES_PER_EXECUTION, SCOPE, build, fill  # noqa: E402
 
 from activities import lance_committer  # noqa: E402
 from activities.lance_committer import LanceCommitter  # noqa: E402
@@ -110,17 +111,6 @@ def run_way(stores: list[LanceStore], tick_store: LanceStore, args: argparse.Nam
     lock = threading.Lock()
     stop = time.perf_counter() + args.seconds
 
-    def writer(committer: LanceCommitter, first: int) -> None:
-        row = first
-        while time.perf_counter() < stop:
-            table = leaves(row, args.leaves, execution_base=row)
-            row += args.leaves
-            t0 = time.perf_counter()
-            committer.merge(SCOPE, DATASET, table)
-            with lock:
-                waits.append(time.perf_counter() - t0)
-            time.sleep(args.pause_s)
-
     def tick() -> None:
         while time.perf_counter() + args.tick_s < stop:
             time.sleep(args.tick_s)
@@ -132,7 +122,10 @@ def run_way(stores: list[LanceStore], tick_store: LanceStore, args: argparse.Nam
                 ticks.append((time.perf_counter() - t0, type(exc).__name__))
 
     threads = [
-        threading.Thread(target=writer, args=(c, args.rows + (i * args.writers + w) * 10_000_000))
+        threading.Thread(
+            target=write,
+            args=(c, args.rows + (i * args.writers + w) * ROWS_PER_WRITER, args, stop, waits, lock),
+        )
         for i, c in enumerate(committers)
         for w in range(args.writers)
     ]
