@@ -207,6 +207,7 @@ class LanceCommitter:
                 # the new rows (their folds do not conflict with it); the next upkeep comes after
                 # another max_fragments commits, not after every one.
                 self._upkeep_above[key] = self._fragments.get(key, 0) + self.max_fragments
+                log.info("lance %s compaction left for later: another process holds the index lease", dataset)
             else:
                 ds.optimize.compact_files()
                 self._upkeep_above.pop(key, None)

@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from temporalio import activity
@@ -143,6 +144,7 @@ class MaintenanceActivities:
                 retain_versions=self.p.settings.retain_versions,
                 older_than_s=self.p.settings.retain_older_than_s,
                 lease_s=self.p.settings.index_lease_s,
+                beat=partial(heartbeat, name),
             )
             for k in totals:
                 totals[k] += got[k]

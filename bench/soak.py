@@ -280,7 +280,7 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
             ev.maintenance_skipped += 1
         elif "index fold skipped" in line:
             ev.folds_skipped += 1
-        elif "index lease not taken" in line or "another process holds the index lease" in line:
+        elif "index lease not taken" in line or "the index lease stayed held by another" in line:
             ev.leases_missed += 1
         elif "projected executions=" in line:
             ev.activities += 1

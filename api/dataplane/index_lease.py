@@ -109,11 +109,27 @@ def release(ds: lance.LanceDataset, owner: str) -> None:
 
 
 @contextlib.contextmanager
-def index_lease(newest: Callable[[], lance.LanceDataset], seconds: float = DEFAULT_LEASE_S) -> Iterator[bool]:
+def index_lease(
+    newest: Callable[[], lance.LanceDataset],
+    seconds: float = DEFAULT_LEASE_S,
+    *,
+    wait_s: float = 0.0,
+    poll_s: float = 2.0,
+    beat: Callable[[], None] | None = None,
+) -> Iterator[bool]:
     """Hold a lease on the dataset for the block; yields whether it is held (False: another
-    process holds one). ``newest`` opens the dataset's newest version."""
+    process holds one). ``newest`` opens the dataset's newest version. With ``wait_s``, a lease
+    held by another is waited for that long at most (looked at every ``poll_s``, ``beat`` called
+    each time): the holder is folding, and a fold without the lease loses to the next compaction
+    once the holder releases it."""
     owner = new_owner()
+    deadline = time.monotonic() + wait_s
     held = take(newest(), owner, seconds)
+    while not held and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        if beat is not None:
+            beat()
+        held = take(newest(), owner, seconds)
     try:
         yield held
     finally:

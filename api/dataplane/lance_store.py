@@ -30,7 +30,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -981,10 +981,13 @@ class LanceStore:
         retain_versions: int = 20,
         older_than_s: float = 3600.0,
         lease_s: float = DEFAULT_LEASE_S,
+        beat: Callable[[], None] | None = None,
     ) -> dict[str, int]:
         """Compact small fragments; then, under the dataset's index lease (``lease_s``), create the
         scalar and n-gram indexes it lacks and bring the existing ones up to date; remove old
         versions.
+
+        ``beat`` is called every few seconds while the tick waits for another's lease.
 
         Incremental: an index that exists is never rebuilt. ``optimize_indices`` folds the rows
         added since into it (Lance indexes the new fragments only), so a tick costs what arrived
@@ -1011,11 +1014,14 @@ class LanceStore:
         if not held_by_another(newest()):
             compacted = int(getattr(again(lambda: newest().optimize.compact_files()), "fragments_removed", 0))
         # Then the builds and folds, which take minutes on a large dataset, under the lease: the
-        # workers' committers leave the dataset uncompacted meanwhile. Without the lease (another
-        # process is folding) they still run, and a step that loses a race runs again.
-        with index_lease(newest, lease_s) as held:
+        # workers' committers leave the dataset uncompacted meanwhile. A lease held by another
+        # (a worker's fold thread) is waited for, at most until it lapses: folding beside it, the
+        # tick lost every fold to the compactions that resumed once the holder released it (the
+        # hour's soak of 2026-12-05, evening). Past that wait the steps still run, each run again
+        # when it loses a race.
+        with index_lease(newest, lease_s, wait_s=lease_s, beat=beat) as held:
             if not held:
-                log.info("lance %s: another process holds the index lease; folding without it", dataset)
+                log.info("lance %s: the index lease stayed held by another; folding without it", dataset)
             built = again(lambda: create_missing_indexes(newest(), dataset))
             # One index at a time, each retried alone: a retry of the whole pass folded every
             # index again (the rows that arrived meanwhile), so under load no pass finished inside

@@ -4,6 +4,7 @@ committers leave its compaction for later, so the fold is not preempted (local L
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -137,18 +138,43 @@ def test_the_tick_folds_under_the_lease_and_does_not_compact_under_anothers(tmp_
     got = store.index_and_compact(SCOPE, LEAVES)
     assert got["compacted_fragments"] >= 4  # the four merges after the first tick, at least
     assert any(lease is not None and lease.live() for lease in seen)  # held while it folded
-    store.open = real  # type: ignore[method-assign]
     assert read_lease(_open(store)) is None  # and released
     assert set(_unindexed(_open(store)).values()) == {0}
 
     for i in range(8, 11):
         store.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    # A worker's fold thread holds the lease: the tick does not compact, waits for the release
+    # (beating), then folds under its own lease. Folding beside it, the tick lost its folds to
+    # the compactions that resumed once the worker released it.
     assert index_lease.take(_open(store), "a worker's fold thread", 60)
-    got = store.index_and_compact(SCOPE, LEAVES)
-    assert got["compacted_fragments"] == 0  # it would preempt the worker's fold
+    beats: list[float] = []
+    result: dict[str, int] = {}
+
+    def tick() -> None:
+        result.update(store.index_and_compact(SCOPE, LEAVES, beat=lambda: beats.append(time.monotonic())))
+
+    seen.clear()
+    ticking = threading.Thread(target=tick)
+    ticking.start()
+    time.sleep(2.5)
+    assert ticking.is_alive() and beats  # waiting, and telling Temporal it is alive
+    folded_before_release = _unindexed(_open(store))["string"]
+    index_lease.release(_open(store), "a worker's fold thread")
+    ticking.join(60)
+    assert not ticking.is_alive()
+    assert folded_before_release == 30  # nothing was folded while it waited
+    assert result["compacted_fragments"] == 0  # it would have preempted the worker's fold
     ds = _open(store)
-    assert read_lease(ds) is not None and read_lease(ds).owner == "a worker's fold thread"  # type: ignore[union-attr]
-    assert set(_unindexed(ds).values()) == {0}
+    assert read_lease(ds) is None and set(_unindexed(ds).values()) == {0}
+    assert any(lease is not None and lease.owner != "a worker's fold thread" for lease in seen)  # its own
+
+    # A lease whose holder died is waited for until it lapses, not forever.
+    assert index_lease.take(_open(store), "died", 1.0)
+    store.merge(SCOPE, LEAVES, leaf_rows(110, 10))
+    t0 = time.monotonic()
+    store.index_and_compact(SCOPE, LEAVES, lease_s=30)
+    assert time.monotonic() - t0 < 15
+    assert set(_unindexed(_open(store)).values()) == {0}
 
 
 def test_the_committers_fold_thread_holds_the_lease_and_leaves_anothers_folds_alone(
