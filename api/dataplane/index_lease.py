@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import lance
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 log = logging.getLogger("baml_studio.index_lease")
 
@@ -42,6 +43,7 @@ LEASE_KEY = "baml_studio.index_lease"
 # Longer than the folds measured (an n-gram fold of a tick: seconds to 2 minutes on moto) and
 # short enough that a folder that died leaves the dataset uncompacted for minutes, not hours.
 DEFAULT_LEASE_S = 900.0
+RELEASE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -96,16 +98,32 @@ def take(ds: lance.LanceDataset, owner: str, seconds: float = DEFAULT_LEASE_S) -
     return True
 
 
-def release(ds: lance.LanceDataset, owner: str) -> None:
-    """Remove ``owner``'s lease from the newest version ``ds`` stands for, if it is still there."""
-    lease = read_lease(ds)
-    if lease is None or lease.owner != owner:
-        return
+def release(newest: Callable[[], lance.LanceDataset], owner: str, attempts: int = RELEASE_ATTEMPTS) -> None:
+    """Remove ``owner``'s lease from the dataset's newest version (``newest`` opens it), if it is
+    still there. A removal that fails is tried again on the newest version: a lease left behind
+    holds every other process's compaction of the dataset until it lapses (the hour's soak of
+    2026-12-05 left one once)."""
+
+    def remove() -> None:
+        ds = newest()
+        lease = read_lease(ds)
+        if lease is not None and lease.owner == owner:
+            ds.delete_config_keys([LEASE_KEY])
+
     try:
-        ds.delete_config_keys([LEASE_KEY])
+        Retrying(
+            retry=retry_if_exception_type(OSError),
+            stop=stop_after_attempt(attempts),
+            wait=wait_random_exponential(multiplier=0.2, max=2.0),
+            reraise=True,
+        )(remove)
     except OSError as exc:
-        # It expires by itself; meanwhile compactions wait for it.
-        log.info("index lease not released (%s), it lapses at its deadline", type(exc).__name__)
+        log.warning(
+            "index lease not released after %d attempts (%s); other processes compact the dataset"
+            " again once it lapses",
+            attempts,
+            type(exc).__name__,
+        )
 
 
 @contextlib.contextmanager
@@ -134,4 +152,4 @@ def index_lease(
         yield held
     finally:
         if held:
-            release(newest(), owner)
+            release(newest, owner)

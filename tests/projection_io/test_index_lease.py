@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def test_a_fold_under_the_lease_commits_although_another_committer_came_meanwhil
     other = _compacting_commits(LanceStore(root=tmp_path / "leased"), 8)
     assert other.stats.compactions == 0 and other.stats.compactions_deferred >= 1
     _ngram_fold(folding)  # commits over the other committer's appends
-    index_lease.release(_open(store), "fold-1")
+    index_lease.release(partial(_open, store), "fold-1")
     ds = _open(store)
     assert read_lease(ds) is None and ds.count_rows() == 110
     unindexed = _unindexed(ds)
@@ -101,7 +102,7 @@ def test_a_committer_compacts_again_once_the_lease_is_released_or_lapses(tmp_pat
     assert index_lease.take(_open(store), "fold-1", 60)
     first = _compacting_commits(LanceStore(root=tmp_path), 8)
     assert first.stats.compactions == 0 and len(_open(store).get_fragments()) > 2
-    index_lease.release(_open(store), "fold-1")
+    index_lease.release(partial(_open, store), "fold-1")
     assert _compacting_commits(LanceStore(root=tmp_path), 11).stats.compactions >= 1
 
     assert index_lease.take(_open(store), "died", 0.2)  # a folder that never released it
@@ -118,10 +119,26 @@ def test_one_lease_at_a_time(tmp_path: Path) -> None:
     # b's UpdateConfig conflicts with a's: b sees no lease in its version, and still loses.
     assert not index_lease.take(b, "fold-b", 60)
     assert not index_lease.take(_open(store), "fold-b", 60)  # a's lease is live
-    index_lease.release(_open(store), "fold-b")  # not b's to release
+    index_lease.release(partial(_open, store), "fold-b")  # not b's to release
     assert read_lease(_open(store)) == IndexLease("fold-a", read_lease(_open(store)).until)  # type: ignore[union-attr]
-    index_lease.release(_open(store), "fold-a")
+    index_lease.release(partial(_open, store), "fold-a")
     assert index_lease.take(_open(store), "fold-b", 60)
+
+
+def test_a_release_that_loses_a_race_is_tried_again(tmp_path: Path) -> None:
+    # A lease left behind would hold every other process's compaction until it lapses.
+    store = _indexed(tmp_path)
+    assert index_lease.take(_open(store), "fold-1", 60)
+    stale = _open(store)
+    # The same key changed since (the owner renewed it): Lance refuses the stale handle's removal.
+    assert index_lease.take(_open(store), "fold-1", 120)
+    handles = iter([stale])
+
+    def newest() -> lance.LanceDataset:
+        return next(handles, None) or _open(store)
+
+    index_lease.release(newest, "fold-1")
+    assert read_lease(_open(store)) is None
 
 
 def test_the_tick_folds_under_the_lease_and_does_not_compact_under_anothers(tmp_path: Path) -> None:
@@ -159,7 +176,7 @@ def test_the_tick_folds_under_the_lease_and_does_not_compact_under_anothers(tmp_
     time.sleep(2.5)
     assert ticking.is_alive() and beats  # waiting, and telling Temporal it is alive
     folded_before_release = _unindexed(_open(store))["string"]
-    index_lease.release(_open(store), "a worker's fold thread")
+    index_lease.release(partial(_open, store), "a worker's fold thread")
     ticking.join(60)
     assert not ticking.is_alive()
     assert folded_before_release == 30  # nothing was folded while it waited
