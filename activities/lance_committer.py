@@ -50,8 +50,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from functools import partial
 
-import lance
 import pyarrow as pa
 
 from activities.group_commit import GroupCommit
@@ -273,12 +273,7 @@ class LanceCommitter:
         ds = self.store.open(scope, dataset)
         if ds is None:
             return 0
-
-        def newest() -> lance.LanceDataset:
-            ds = self.store.open(scope, dataset)
-            assert ds is not None  # it existed above, and datasets are never removed
-            return ds
-
+        newest = partial(self.store.newest, scope, dataset)
         due = due_folds(ds, thresholds)
         lookup = DATASETS[dataset].lookup
         if all(fold.column in lookup for fold in due):

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -522,6 +523,12 @@ class LanceStore:
 
     # --- reading -----------------------------------------------------------------------------
 
+    def newest(self, scope: Scope, dataset: str) -> lance.LanceDataset:
+        """The newest committed version of a dataset known to exist (datasets are never removed)."""
+        ds = self.open(scope, dataset)
+        assert ds is not None, f"{dataset} was opened before and datasets are never removed"
+        return ds
+
     def open(self, scope: Scope, dataset: str, version: int | None = None) -> lance.LanceDataset | None:
         """The newest committed version (or ``version``), or None when the dataset does not exist yet.
 
@@ -1000,11 +1007,7 @@ class LanceStore:
         if ds is None or ds.count_rows() == 0:
             return {"indexes": 0, "compacted_fragments": 0, "removed_versions": 0}
 
-        def newest() -> lance.LanceDataset:
-            ds = self.open(scope, dataset)
-            assert ds is not None  # it existed above, and datasets are never removed
-            return ds
-
+        newest = partial(self.newest, scope, dataset)
         # Each step commits on its own; one that loses the race to a worker's commit or compaction
         # is run again on the newest version (a fold covers what is unindexed then).
         again = _on_conflict(MAINTENANCE_ATTEMPTS, multiplier=0.2, max_s=2.0)
