@@ -21,7 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.evidence_reader import EvidenceReader
-from activities.heartbeat import heartbeat
+from activities.heartbeat import beating, heartbeat
 from activities.projection.model import ExecutionInput
 from activities.projection_activities import ProjectionActivities, _MetaIndexes, _scope_of
 from api.dataplane.lance_store import DATASETS
@@ -138,17 +138,20 @@ class MaintenanceActivities:
         names = inp.datasets or tuple(DATASETS)
         totals = {"indexes": 0, "compacted_fragments": 0, "removed_versions": 0}
         for name in names:
-            got = self.p.lance.index_and_compact(
-                scope,
+            got = beating(
+                partial(
+                    self.p.lance.index_and_compact,
+                    scope,
+                    name,
+                    retain_versions=self.p.settings.retain_versions,
+                    older_than_s=self.p.settings.retain_older_than_s,
+                    lease_s=self.p.settings.index_lease_s,
+                    beat=partial(heartbeat, name),
+                ),
                 name,
-                retain_versions=self.p.settings.retain_versions,
-                older_than_s=self.p.settings.retain_older_than_s,
-                lease_s=self.p.settings.index_lease_s,
-                beat=partial(heartbeat, name),
             )
             for k in totals:
                 totals[k] += got[k]
-            heartbeat(name)
         return c.IndexResult(tuple(names), **totals)
 
     # --- replay ------------------------------------------------------------------------------

@@ -61,7 +61,9 @@ class IndexAndCompactWorkflow:
             M.index_and_compact,
             inp,
             start_to_close_timeout=timedelta(hours=2),
-            heartbeat_timeout=timedelta(minutes=30),
+            # The activity beats every few seconds even inside a long fold (activities.heartbeat.
+            # beating), so an attempt on a worker that died is retried in two minutes.
+            heartbeat_timeout=timedelta(minutes=2),
             retry_policy=_RETRY,
         )
 

@@ -1,4 +1,4 @@
-"""An activity waiting for a group commit heartbeats while it waits: real Temporal dev server.
+"""An activity waiting for a group commit, or inside one long call, heartbeats: real Temporal dev server.
 
 In the 60-minute soak of 2026-12-05 a slow Lance commit (its own conflict retries, then the
 upkeep after it) outlasted the projection activities' 30 s heartbeat timeout, and Temporal
@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.group_commit import GroupCommit
-from activities.heartbeat import heartbeat
+from activities.heartbeat import beating, heartbeat
 
 FLUSH_S = 3.0  # three times the heartbeat timeout below
 
@@ -55,22 +55,44 @@ class WaitForCommit:
         )
 
 
-def _run(temporal, beating: bool) -> int:  # type: ignore[no-untyped-def]
-    async def main() -> int:
+def _long_call() -> bool:
+    time.sleep(FLUSH_S)
+    return activity.in_activity()  # the call still sees its activity (its own beats reach Temporal)
+
+
+@activity.defn(name="one_long_call")
+def one_long_call(beat: bool) -> bool:
+    """The shape of an IndexAndCompact fold: one call into Lance that runs for minutes."""
+    return beating(_long_call, "folding", every_s=0.2) if beat else _long_call()
+
+
+@workflow.defn(name="OneLongCall")
+class OneLongCall:
+    @workflow.run
+    async def run(self, beat: bool) -> bool:
+        return await workflow.execute_activity(
+            one_long_call,
+            beat,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=1),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+def _run(temporal, beating: bool, run=WaitForCommit.run) -> object:  # type: ignore[no-untyped-def]
+    async def main() -> object:
         client = await Client.connect(temporal.address)
         tq = f"beat-{uuid.uuid4().hex[:8]}"
         with ThreadPoolExecutor(4) as pool:
             async with Worker(
                 client,
                 task_queue=tq,
-                workflows=[WaitForCommit],
-                activities=[commit_behind_a_slow_flush],
+                workflows=[WaitForCommit, OneLongCall],
+                activities=[commit_behind_a_slow_flush, one_long_call],
                 activity_executor=pool,
                 workflow_runner=UnsandboxedWorkflowRunner(),
             ):
-                return await client.execute_workflow(
-                    WaitForCommit.run, beating, id=f"wait-{tq}", task_queue=tq
-                )
+                return await client.execute_workflow(run, beating, id=f"wait-{tq}", task_queue=tq)
 
     return asyncio.run(main())
 
@@ -82,6 +104,18 @@ def test_an_activity_waiting_behind_a_slow_commit_stays_alive_and_gets_its_answe
 def test_without_the_beat_the_same_wait_times_out_its_heartbeat(temporal) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WorkflowFailureError) as failed:
         _run(temporal, beating=False)
+    cause = failed.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, TimeoutError)
+    assert cause.cause.type == TimeoutType.HEARTBEAT
+
+
+def test_an_activity_inside_one_long_call_beats_from_beside_it(temporal) -> None:  # type: ignore[no-untyped-def]
+    assert _run(temporal, True, OneLongCall.run) is True
+
+
+def test_the_same_long_call_without_beating_times_out_its_heartbeat(temporal) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(WorkflowFailureError) as failed:
+        _run(temporal, False, OneLongCall.run)
     cause = failed.value.cause
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, TimeoutError)
     assert cause.cause.type == TimeoutType.HEARTBEAT
