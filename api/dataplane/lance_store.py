@@ -1014,8 +1014,10 @@ class LanceStore:
         # The tick's own compaction first, unless another process is folding under its lease:
         # a compaction would preempt that fold (api/dataplane/index_lease.py).
         compacted = 0
+        started = time.monotonic()
         if not held_by_another(newest()):
             compacted = int(getattr(again(lambda: newest().optimize.compact_files()), "fragments_removed", 0))
+        waiting = time.monotonic()
         # Then the builds and folds, which take minutes on a large dataset, under the lease: the
         # workers' committers leave the dataset uncompacted meanwhile. A lease held by another
         # (a worker's fold thread) is waited for, at most until it lapses: folding beside it, the
@@ -1023,19 +1025,35 @@ class LanceStore:
         # hour's soak of 2026-12-05, evening). Past that wait the steps still run, each run again
         # when it loses a race.
         with index_lease(newest, lease_s, wait_s=lease_s, beat=beat) as held:
+            folding = time.monotonic()
             if not held:
                 log.info("lance %s: the index lease stayed held by another; folding without it", dataset)
             built = again(lambda: create_missing_indexes(newest(), dataset))
             # One index at a time, each retried alone: a retry of the whole pass folded every
             # index again (the rows that arrived meanwhile), so under load no pass finished inside
             # its attempts (the hour's soak of 2026-12-05: a tick failed 8 attempts in 36 min).
-            for name in sorted({str(index["name"]) for index in newest().list_indices()}):
+            names = sorted({str(index["name"]) for index in newest().list_indices()})
+            for name in names:
                 again(lambda name=name: fold_new_rows(newest(), dataset, only=(name,)))
+        cleaning = time.monotonic()
         ds = newest()
         stats = ds.cleanup_old_versions(
             older_than=timedelta(seconds=older_than_s),
             retain_versions=retain_versions,
             error_if_tagged_old_versions=False,
+        )
+        # Where a long tick's time went (a soak's 8-minute tick was not explained by its result).
+        log.info(
+            "lance %s: tick compacted %d fragments in %.1f s, waited %.1f s for the index lease,"
+            " built %d and folded %d indexes in %.1f s, cleaned versions in %.1f s",
+            dataset,
+            compacted,
+            waiting - started,
+            folding - waiting,
+            built,
+            len(names),
+            cleaning - folding,
+            time.monotonic() - cleaning,
         )
         return {
             "indexes": built,

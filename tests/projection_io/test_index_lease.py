@@ -4,6 +4,8 @@ committers leave its compaction for later, so the fold is not preempted (local L
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from functools import partial
@@ -142,7 +144,10 @@ def test_a_release_that_loses_a_race_is_tried_again(tmp_path: Path) -> None:
     assert read_lease(_open(store)) is None
 
 
-def test_the_tick_folds_under_the_lease_and_does_not_compact_under_anothers(tmp_path: Path) -> None:
+def test_the_tick_folds_under_the_lease_and_does_not_compact_under_anothers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="baml_studio")
     store = _indexed(tmp_path)
     seen: list[IndexLease | None] = []
     real = store.open
@@ -185,6 +190,13 @@ def test_the_tick_folds_under_the_lease_and_does_not_compact_under_anothers(tmp_
     ds = _open(store)
     assert read_lease(ds) is None and set(_unindexed(ds).values()) == {0}
     assert any(lease is not None and lease.owner != "a worker's fold thread" for lease in seen)  # its own
+    # The tick says where its time went: here, mostly the wait for the worker's lease.
+    waits = [
+        float(m.group(1))
+        for r in caplog.records
+        if (m := re.search(r"waited ([0-9.]+) s for the index lease", r.getMessage()))
+    ]
+    assert waits and waits[-1] >= 2.0
 
     # A lease whose holder died is waited for until it lapses, not forever.
     assert index_lease.take(_open(store), "died", 1.0)
