@@ -118,10 +118,11 @@ class DatasetSpec:
 # Lance datasets the projector writes, in commit order: the ledger is last, so a ledger row
 # means every other dataset already holds the execution's rows.
 #
-# No upsert dataset indexes its key: with a BTREE on the key column, pylance 14's merge_insert with
-# ``when_matched_update_all`` refuses every later upsert ("Primary key column ... must not be
-# nullable", tests/projection_io/test_index_maintenance.py). Insert-only datasets keep theirs
-# (values_v1 is looked up by CID through it).
+# No upsert dataset indexes its whole key: pylance 14's merge_insert through a BTREE on the key
+# refuses upserts ("Primary key column ... must not be nullable"), so merges never join through an
+# index (``LanceStore.merge``: ``use_index``) and such an index would only cost folds. A tick drops
+# one built by older code (tests/projection_io/test_index_maintenance.py). Insert-only datasets
+# keep theirs (values_v1 is looked up by CID through it).
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
@@ -188,9 +189,14 @@ def create_missing_indexes(ds: lance.LanceDataset, dataset: str, only: tuple[str
     # column -> index type ("btree", "bitmap", "ngram") of the indexes the dataset has.
     indexed = {tuple(i["fields"]): str(i["type"]).lower() for i in ds.list_indices()}
     if spec.merge == "upsert":
-        # An index on the key (built before DATASETS dropped it) would refuse every later upsert.
+        # An index on a key column that the spec does not name (older code built a BTREE on each
+        # upsert dataset's row_id) serves no query and costs a fold per tick: dropped. One the spec
+        # names (source_files_v1's program_id, half its key) stays: dropping every index touching a
+        # key rebuilt that one at every tick (the hour's soak of 2026-12-05, night).
+        wanted = {*spec.btree, *spec.bitmap, *spec.ngram, *spec.zonemap}
         for index in ds.list_indices():
-            if set(index["fields"]) & set(spec.keys):
+            fields = set(index["fields"])
+            if fields & set(spec.keys) and not fields <= wanted:
                 ds.drop_index(index["name"])
                 indexed.pop(tuple(index["fields"]), None)
     built = 0
