@@ -1038,9 +1038,11 @@ class LanceStore:
             # One index at a time, each retried alone: a retry of the whole pass folded every
             # index again (the rows that arrived meanwhile), so under load no pass finished inside
             # its attempts (the hour's soak of 2026-12-05: a tick failed 8 attempts in 36 min).
-            names = sorted({str(index["name"]) for index in newest().list_indices()})
-            for name in names:
+            folds: dict[str, float] = {}  # index -> seconds its fold took, retries included
+            for name in sorted({str(index["name"]) for index in newest().list_indices()}):
+                t0 = time.monotonic()
                 again(lambda name=name: fold_new_rows(newest(), dataset, only=(name,)))
+                folds[name] = time.monotonic() - t0
         cleaning = time.monotonic()
         ds = newest()
         stats = ds.cleanup_old_versions(
@@ -1049,16 +1051,18 @@ class LanceStore:
             error_if_tagged_old_versions=False,
         )
         # Where a long tick's time went (a soak's 8-minute tick was not explained by its result).
+        slowest = ", ".join(f"{n} {t:.1f}" for n, t in sorted(folds.items(), key=lambda f: -f[1])[:3])
         log.info(
             "lance %s: tick compacted %d fragments in %.1f s, waited %.1f s for the index lease,"
-            " built %d and folded %d indexes in %.1f s, cleaned versions in %.1f s",
+            " built %d and folded %d indexes in %.1f s (slowest: %s), cleaned versions in %.1f s",
             dataset,
             compacted,
             waiting - started,
             folding - waiting,
             built,
-            len(names),
+            len(folds),
             cleaning - folding,
+            slowest or "none",
             time.monotonic() - cleaning,
         )
         return {
