@@ -13,7 +13,7 @@ import pyarrow as pa
 from lance_rows import leaf_rows
 
 from activities import lance_committer
-from activities.lance_committer import LanceCommitter
+from activities.lance_committer import CommitStats, LanceCommitter
 from api.dataplane.lance_store import DATASETS, LanceStore, MergeResult, dataset_schema
 from formats.object_keys import Scope
 
@@ -122,6 +122,62 @@ def test_fragments_stay_bounded_while_rows_arrive(tmp_path: Path) -> None:
     assert len(ds.versions()) < 12  # old versions are cleaned up at the same cadence
     keys = ds.to_table(columns=["cid"])["cid"].to_pylist()
     assert len(keys) == len(set(keys)) == 12 * 20 + 5
+
+
+def _settled(committer: LanceCommitter) -> CommitStats:
+    """The committer's stats once its leader threads' upkeep after the last commit is done."""
+    deadline = time.monotonic() + 30
+    last = None
+    while time.monotonic() < deadline:
+        now = (committer.stats.compactions, committer.stats.compactions_lost, committer.stats.maintenance_s)
+        if now == last:
+            return committer.stats
+        last = now
+        time.sleep(0.5)
+    raise AssertionError("the committer's upkeep did not settle")
+
+
+def test_a_compaction_lost_to_another_workers_leaves_the_next_ones_to_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # Two workers' committers on one dataset cross max_fragments on the same commits; the one whose
+    # compaction loses to the other's stops compacting the dataset while that one goes on.
+    ours_store, theirs_store = LanceStore(root=tmp_path), LanceStore(root=tmp_path)
+    ours = LanceCommitter(ours_store, interval_s=0.0, max_fragments=4, retain_s=3600.0)
+    theirs = LanceCommitter(theirs_store, interval_s=0.0, max_fragments=4, retain_s=3600.0)
+    race = {"once": True}
+    real_check = lance_committer.held_by_another
+
+    def theirs_compacts_meanwhile(ds: Any, owner: str | None = None) -> bool:
+        # Our upkeep has opened its version; the other worker's compaction commits before ours.
+        if race["once"]:
+            race["once"] = False
+            other = theirs_store.open(SCOPE, "cid_refs_v1")
+            assert other is not None
+            other.optimize.compact_files()
+        return real_check(ds, owner)
+
+    monkeypatch.setattr(lance_committer, "held_by_another", theirs_compacts_meanwhile)
+    for i in range(5):
+        ours.merge(SCOPE, "cid_refs_v1", _refs(i))
+    stats = _settled(ours)
+    assert stats.compactions_lost == 1 and stats.compactions == 0
+    # The other worker compacts at every max_fragments commits; ours stays out of its way.
+    for i in range(5, 29):
+        (ours if i % 2 else theirs).merge(SCOPE, "cid_refs_v1", _refs(i))
+    assert _settled(theirs).compactions >= 2
+    stats = _settled(ours)
+    assert stats.compactions == 0 and stats.compactions_lost == 1
+    # Once the other worker stops, ours compacts again after another max_fragments commits.
+    for i in range(29, 45):
+        ours.merge(SCOPE, "cid_refs_v1", _refs(i))
+    assert _settled(ours).compactions >= 1
+    ours.close()
+    theirs.close()
+    ds = ours_store.open(SCOPE, "cid_refs_v1")
+    assert ds is not None and len(ds.get_fragments()) <= 9
+    keys = ds.to_table(columns=["cid"])["cid"].to_pylist()
+    assert len(keys) == len(set(keys)) == 45 * 20 + 5
 
 
 def test_old_versions_are_removed_at_most_once_per_cleanup_interval(tmp_path: Path) -> None:
