@@ -192,7 +192,7 @@ def create_missing_indexes(ds: lance.LanceDataset, dataset: str, only: tuple[str
         # An index on a key column that the spec does not name (older code built a BTREE on each
         # upsert dataset's row_id) serves no query and costs a fold per tick: dropped. One the spec
         # names (source_files_v1's program_id, half its key) stays: dropping every index touching a
-        # key rebuilt that one at every tick (the hour's soak of 2026-12-05, night).
+        # key rebuilt that one at every tick (the hour's soak of 2026-12-05, afternoon).
         wanted = {*spec.btree, *spec.bitmap, *spec.ngram, *spec.zonemap}
         for index in ds.list_indices():
             fields = set(index["fields"])
