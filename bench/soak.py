@@ -234,6 +234,8 @@ class LanceEvents:
     outer_retries: int = 0
     append_recommits: int = 0  # appends whose commit lost every race, committed again
     maintenance_skipped: int = 0  # committer upkeep rounds (compaction, lookup folds) that lost a race
+    compactions: int = 0  # compactions Lance started (its "compacting" event), and those whose commit lost
+    compactions_lost: int = 0
     folds_skipped: int = 0  # the fold threads' folds that lost a race
     leases_missed: int = 0  # folds that found another process's index lease (or lost taking one)
     activities: int = 0  # "projected executions=..." lines: project activities that finished
@@ -276,6 +278,10 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
         elif m := _TRIMMED.search(line):
             ev.trims += 1
             ev.trimmed_mib += float(m.group(1))
+        elif 'event="compacting"' in line:
+            ev.compactions += 1
+        elif "Compaction commit failed" in line:
+            ev.compactions_lost += 1
         elif "maintenance skipped" in line:
             ev.maintenance_skipped += 1
         elif "index fold skipped" in line:
@@ -1001,7 +1007,8 @@ def conflict_report(logs: Path) -> None:
         f"{total.outer_retries}; appends committed again after losing every race "
         f"{total.append_recommits}; committer upkeep rounds / index folds that lost a race "
         f"{total.maintenance_skipped} / {total.folds_skipped}; folds that found another's index lease "
-        f"{total.leases_missed}"
+        f"{total.leases_missed}; compactions whose commit lost a race {total.compactions_lost} of"
+        f" {total.compactions}"
     )
     print(
         f"activity attempts failed back to Temporal (both workers): {total.failed_attempts};"
