@@ -210,7 +210,7 @@ class LanceCommitter:
                 # preempt that fold (api/dataplane/index_lease.py). The lookup indexes still get
                 # the new rows (their folds do not conflict with it); the next upkeep comes after
                 # another max_fragments commits, not after every one.
-                self._upkeep_above[key] = self._fragments.get(key, 0) + self.max_fragments
+                self._upkeep_later(key)
                 log.info("lance %s compaction left for later: another process holds the index lease", dataset)
             else:
                 try:
@@ -223,20 +223,18 @@ class LanceCommitter:
                     # fragments for nothing. That worker keeps compacting the dataset; this one
                     # looks again only after another max_fragments commits, which it reaches only
                     # if the other stops.
-                    self._upkeep_above[key] = self._fragments.get(key, 0) + self.max_fragments
+                    self._upkeep_later(key)
                     with self._lock:
                         self.stats.compactions_lost += 1
                     raise
                 self._upkeep_above.pop(key, None)
-                ds = self.store.open(scope, dataset)
-                assert ds is not None
+                ds = self.store.newest(scope, dataset)
             # A new dataset gets its lookup indexes here, with its first compaction, not an hour
             # later from IndexAndCompact: until then every values_v1 lookup by CID would scan all
             # fragments (measured in bench/soak.py on a fresh stack).
             lookup = DATASETS[dataset].lookup
             if lookup and create_missing_indexes(ds, dataset, only=lookup):
-                ds = self.store.open(scope, dataset)
-                assert ds is not None
+                ds = self.store.newest(scope, dataset)
             fold_new_rows(ds, dataset, dict.fromkeys(lookup, 1))
             last = self._cleaned.get(key)
             cleanup = last is None or time.monotonic() - last >= self.cleanup_interval_s
@@ -260,6 +258,10 @@ class LanceCommitter:
                 type(exc).__name__,
             )
         self._fold_soon(key)
+
+    def _upkeep_later(self, key: tuple[Scope, str]) -> None:
+        """Leave the dataset's upkeep until another ``max_fragments`` commits from now."""
+        self._upkeep_above[key] = self._fragments.get(key, 0) + self.max_fragments
 
     def _folding(self, key: tuple[Scope, str]) -> bool:
         with self._lock:

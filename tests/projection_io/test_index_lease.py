@@ -48,9 +48,7 @@ def _indexed(root: Path) -> LanceStore:
 
 
 def _open(store: LanceStore) -> lance.LanceDataset:
-    ds = store.open(SCOPE, LEAVES)
-    assert ds is not None
-    return ds
+    return store.newest(SCOPE, LEAVES)
 
 
 def _unindexed(ds: lance.LanceDataset) -> dict[str, int]:

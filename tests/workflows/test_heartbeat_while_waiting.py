@@ -12,6 +12,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio import activity, workflow
@@ -42,19 +43,6 @@ def commit_behind_a_slow_flush(beating: bool) -> int:
     return (BEATING if beating else SILENT).submit("dataset", 41)
 
 
-@workflow.defn(name="WaitForCommit")
-class WaitForCommit:
-    @workflow.run
-    async def run(self, beating: bool) -> int:
-        return await workflow.execute_activity(
-            commit_behind_a_slow_flush,
-            beating,
-            start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=timedelta(seconds=1),
-            retry_policy=RetryPolicy(maximum_attempts=1),
-        )
-
-
 def _long_call() -> bool:
     time.sleep(FLUSH_S)
     return activity.in_activity()  # the call still sees its activity (its own beats reach Temporal)
@@ -66,12 +54,15 @@ def one_long_call(beat: bool) -> bool:
     return beating(_long_call, "folding", every_s=0.2) if beat else _long_call()
 
 
-@workflow.defn(name="OneLongCall")
-class OneLongCall:
+@workflow.defn(name="OneActivityAttempt")
+class OneActivityAttempt:
+    """One attempt of the activity named, with a heartbeat timeout a third of its wait."""
+
     @workflow.run
-    async def run(self, beat: bool) -> bool:
+    async def run(self, activity_and_beat: tuple[str, bool]) -> Any:
+        name, beat = activity_and_beat
         return await workflow.execute_activity(
-            one_long_call,
+            name,
             beat,
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=timedelta(seconds=1),
@@ -79,7 +70,7 @@ class OneLongCall:
         )
 
 
-def _run(temporal, beating: bool, run=WaitForCommit.run) -> object:  # type: ignore[no-untyped-def]
+def _run(temporal, activity_name: str, beat: bool) -> object:  # type: ignore[no-untyped-def]
     async def main() -> object:
         client = await Client.connect(temporal.address)
         tq = f"beat-{uuid.uuid4().hex[:8]}"
@@ -87,35 +78,42 @@ def _run(temporal, beating: bool, run=WaitForCommit.run) -> object:  # type: ign
             async with Worker(
                 client,
                 task_queue=tq,
-                workflows=[WaitForCommit, OneLongCall],
+                workflows=[OneActivityAttempt],
                 activities=[commit_behind_a_slow_flush, one_long_call],
                 activity_executor=pool,
                 workflow_runner=UnsandboxedWorkflowRunner(),
             ):
-                return await client.execute_workflow(run, beating, id=f"wait-{tq}", task_queue=tq)
+                return await client.execute_workflow(
+                    OneActivityAttempt.run, (activity_name, beat), id=f"wait-{tq}", task_queue=tq
+                )
 
     return asyncio.run(main())
 
 
+def _heartbeat_timed_out(failed: pytest.ExceptionInfo[WorkflowFailureError]) -> bool:
+    cause = failed.value.cause
+    return (
+        isinstance(cause, ActivityError)
+        and isinstance(cause.cause, TimeoutError)
+        and cause.cause.type == TimeoutType.HEARTBEAT
+    )
+
+
 def test_an_activity_waiting_behind_a_slow_commit_stays_alive_and_gets_its_answer(temporal) -> None:  # type: ignore[no-untyped-def]
-    assert _run(temporal, beating=True) == 42
+    assert _run(temporal, "commit_behind_a_slow_flush", True) == 42
 
 
 def test_without_the_beat_the_same_wait_times_out_its_heartbeat(temporal) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WorkflowFailureError) as failed:
-        _run(temporal, beating=False)
-    cause = failed.value.cause
-    assert isinstance(cause, ActivityError) and isinstance(cause.cause, TimeoutError)
-    assert cause.cause.type == TimeoutType.HEARTBEAT
+        _run(temporal, "commit_behind_a_slow_flush", False)
+    assert _heartbeat_timed_out(failed)
 
 
 def test_an_activity_inside_one_long_call_beats_from_beside_it(temporal) -> None:  # type: ignore[no-untyped-def]
-    assert _run(temporal, True, OneLongCall.run) is True
+    assert _run(temporal, "one_long_call", True) is True
 
 
 def test_the_same_long_call_without_beating_times_out_its_heartbeat(temporal) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WorkflowFailureError) as failed:
-        _run(temporal, False, OneLongCall.run)
-    cause = failed.value.cause
-    assert isinstance(cause, ActivityError) and isinstance(cause.cause, TimeoutError)
-    assert cause.cause.type == TimeoutType.HEARTBEAT
+        _run(temporal, "one_long_call", False)
+    assert _heartbeat_timed_out(failed)
