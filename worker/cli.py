@@ -6,7 +6,10 @@ Each area lives in its own module (``worker/cli_<area>.py``) exposing ``app`` (a
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
+import os
 import sys
 
 try:
@@ -51,5 +54,32 @@ def _register() -> None:
 
 _register()
 
+
+def main() -> None:
+    """Run the app, then leave without the interpreter's teardown.
+
+    The Temporal client's Rust runtime keeps threads that take the GIL from outside Python; one
+    that does so while the interpreter finalizes makes CPython abort the process (SIGABRT, exit
+    status -6) after the command has succeeded and printed its answer
+    (temporalio/sdk-python#300; seen here once on ``stack status --json`` in the full suite). So
+    once the command is done, the exit handlers run, the standard streams are flushed, and the
+    process ends there.
+    """
+    try:
+        app()
+        code: int | str | None = 0
+    except SystemExit as exc:
+        code = exc.code
+    if isinstance(code, str):  # sys.exit("message"): Python prints it and exits 1
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        # a closed pipe or stream: nothing more can be written to it
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    app()
+    main()
