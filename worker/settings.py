@@ -117,6 +117,14 @@ class TemporalWorkerSettings(DeploymentSettings):
             " never. Freed memory below live chunks otherwise stays with the process."
         ),
     )
+    workflow_sandbox: bool = Field(
+        default=False,
+        description=(
+            "Run workflows in Temporal's sandbox, which imports a workflow's module again for every"
+            " run (about 10 ms of CPU per ProjectMetaObject: bench/workflow_runner.py). Off: the"
+            " tests' history replays keep the sandbox's checks."
+        ),
+    )
     trace_python_heap: bool = Field(
         default=False,
         description=(

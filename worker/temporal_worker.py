@@ -39,7 +39,8 @@ from temporalio.client import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
 from activities.erasure import ErasureActivities
@@ -301,9 +302,17 @@ def build_worker(
     *,
     max_threads: int = 8,
     workflows: list[Any] | None = None,
+    sandboxed: bool = False,
 ) -> Worker:
     """A worker on ``task_queue`` with HealthCheck plus the given activities and ``workflows``
-    (by default every workflow but the health check: the tests' one-queue worker)."""
+    (by default every workflow but the health check: the tests' one-queue worker).
+
+    Workflows run outside Temporal's sandbox unless ``sandboxed``: the sandbox imports a
+    workflow's module again for every run, which doubled the worker's CPU per ProjectMetaObject
+    run (bench/workflow_runner.py). Its checks (no I/O, clock or randomness in workflow code) stay
+    in the tests: every workflow's recorded histories replay in the sandbox
+    (tests/workflows/test_history_replay.py), and the workflow tests' own workers use it.
+    """
     registered: list[Any] = [HealthCheckWorkflow]
     activities: list[Any] = [health_check_activity]
     executor = None
@@ -318,6 +327,7 @@ def build_worker(
         activities=activities,
         activity_executor=executor,
         max_concurrent_activities=max_threads if executor else None,
+        workflow_runner=SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner(),
     )
 
 
@@ -340,7 +350,12 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
             queue = task_queue(settings.task_queue, workload)
             workers.append(
                 build_worker(
-                    client, queue, room.activities, max_threads=room.threads, workflows=room.workflows
+                    client,
+                    queue,
+                    room.activities,
+                    max_threads=room.threads,
+                    workflows=room.workflows,
+                    sandboxed=settings.workflow_sandbox,
                 )
             )
             log.info("polling task queue %s (%s, %d slots)", queue, workload.value, room.threads)
@@ -356,7 +371,7 @@ async def run_worker(settings: TemporalWorkerSettings, ps: ProjectionSettings | 
             background.append(memory)
     else:
         # Only the health check: it proves the worker answers before the deployment exists.
-        workers.append(build_worker(client, settings.task_queue, []))
+        workers.append(build_worker(client, settings.task_queue, [], sandboxed=settings.workflow_sandbox))
     if settings.malloc_trim_interval_s > 0:
         trimming = asyncio.create_task(_trim_malloc(settings.malloc_trim_interval_s))
         trimming.add_done_callback(_log_failure)
