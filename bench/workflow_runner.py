@@ -90,6 +90,7 @@ async def main(args: argparse.Namespace) -> None:
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "temporal.log", "wb") as log:
         cmd = [str(TEMPORAL_BIN), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+        cmd += ["--db-filename", str(Path(tmp) / "temporal.db")]  # on disk, as the stack runs it
         server = subprocess.Popen([*cmd, "--port", str(port), "--log-level", "warn"], stdout=log, stderr=log)
         try:
             deadline = time.monotonic() + 30
