@@ -22,11 +22,11 @@ def _unused() -> None:  # build_worker registers workflows only beside activitie
     return None
 
 
-def _in_sandbox(temporal, sandboxed: bool) -> bool:  # type: ignore[no-untyped-def]
+def _in_sandbox(temporal, **sandboxed: bool) -> bool:  # type: ignore[no-untyped-def]
     async def main() -> bool:
         client = await Client.connect(temporal.address)
         tq = f"sandbox-{uuid.uuid4().hex[:8]}"
-        async with build_worker(client, tq, [_unused], workflows=[SandboxProbe], sandboxed=sandboxed):
+        async with build_worker(client, tq, [_unused], workflows=[SandboxProbe], **sandboxed):
             result: bool = await client.execute_workflow(SandboxProbe.run, id=f"probe-{tq}", task_queue=tq)
             return result
 
@@ -35,7 +35,7 @@ def _in_sandbox(temporal, sandboxed: bool) -> bool:  # type: ignore[no-untyped-d
 
 def test_the_deployments_worker_runs_workflows_outside_the_sandbox_by_default(temporal) -> None:  # type: ignore[no-untyped-def]
     assert TemporalWorkerSettings().workflow_sandbox is False
-    assert _in_sandbox(temporal, sandboxed=False) is False
+    assert _in_sandbox(temporal) is False
 
 
 def test_the_setting_puts_them_back_in_the_sandbox(temporal) -> None:  # type: ignore[no-untyped-def]
