@@ -534,12 +534,12 @@ _THREADENDSTATUS = enum_members(ThreadEndStatus)
 
 def _r_ref(r: Reader) -> ThreadRef:
     euid, engine, thread = r.unpack(_REF, "ThreadRef")
-    return ThreadRef(euid, engine, thread)  # type: ignore[arg-type]
+    return ThreadRef(euid, engine, thread)
 
 
 def _r_call(r: Reader) -> CallRef:
     euid, engine, thread, call = r.unpack(_CALL, "CallRef")
-    return CallRef(euid, engine, thread, call)  # type: ignore[arg-type]
+    return CallRef(euid, engine, thread, call)
 
 
 def _r_opt_call(r: Reader, what: str) -> CallRef | None:
@@ -561,7 +561,7 @@ def _r_ctx(r: Reader) -> ContextRef:
 def _r_state(r: Reader, what: str) -> ValueState:
     if r.tag(what, 2) == 0:
         cid, codec, size = r.unpack(_AVAILABLE, what)
-        return ValueAvailable(cid, codec, size)  # type: ignore[arg-type]
+        return ValueAvailable(cid, codec, size)
     return ValueLost(_VALUELOSSREASON[r.tag("value loss reason", len(_VALUELOSSREASON))])
 
 
@@ -683,7 +683,7 @@ def _decode_span_end(r: Reader) -> SpanEnd:
     euid, engine, thread, call, ended, status, inclusive = r.unpack(_SPAN_END, "SpanEnd")
     if status >= len(FunctionEndStatus):
         r.fail(MalformedError, f"SpanEnd status: unknown tag {status}", reason="unknown_tag", at=at + 48)
-    return SpanEnd(CallRef(euid, engine, thread, call), ended, _FUNCTIONENDSTATUS[status], inclusive)  # type: ignore[arg-type]
+    return SpanEnd(CallRef(euid, engine, thread, call), ended, _FUNCTIONENDSTATUS[status], inclusive)
 
 
 def _decode_thread_start(r: Reader) -> ThreadStart:
@@ -721,7 +721,7 @@ def _decode_thread_end(r: Reader) -> ThreadEnd:
     euid, engine, thread, ended, status = r.unpack(_THREAD_END, "ThreadEnd")
     if status >= len(ThreadEndStatus):
         r.fail(MalformedError, f"ThreadEnd status: unknown tag {status}", reason="unknown_tag", at=at + 40)
-    return ThreadEnd(ThreadRef(euid, engine, thread), ended, _THREADENDSTATUS[status])  # type: ignore[arg-type]
+    return ThreadEnd(ThreadRef(euid, engine, thread), ended, _THREADENDSTATUS[status])
 
 
 def decode_error_capture(r: Reader) -> ErrorCapture:

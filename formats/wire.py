@@ -147,8 +147,8 @@ class Reader:
         self._pos = start + n
         return bytes(self._data[start : start + n])
 
-    def unpack(self, layout: struct.Struct, what: str) -> tuple[int, ...]:
-        """Several fixed-width integers at once (speed: one ``unpack_from``)."""
+    def unpack(self, layout: struct.Struct, what: str) -> tuple[Any, ...]:
+        """Several fixed-width fields at once, integers and ids as bytes (speed: one ``unpack_from``)."""
         self._need(layout.size, what)
         values = layout.unpack_from(self._data, self._pos)
         self._pos += layout.size
