@@ -39,7 +39,8 @@ Arrow's shares, Lance's session, the indexes: docs/projection-runtime.md, "Worke
 Lance commits and conflicts are counted from Lance's own commit events in the workers' logs
 (``LANCE_LOG=info``), as ``tests/projection_io/test_several_workers.py`` does: a ``transaction``
 file deleted is a commit attempt that lost the race to another process and was rebased by Lance;
-``data`` files deleted were rewritten by a re-run merge.
+``data`` files deleted were rewritten by a re-run merge. The bridge's own counts (signals sent,
+workflows found completed, visibility extensions) come from its heartbeat file.
 
 Exits 1 when anything was lost, duplicated, quarantined or left pending.
 """
@@ -50,6 +51,7 @@ import argparse
 import asyncio
 import calendar
 import contextlib
+import json
 import multiprocessing as mp
 import os
 import re
@@ -781,6 +783,7 @@ def soak(
     cpu_report(samples, t_start, t_stop, final, committed, n_exec, lags, ended_at, minutes)
     memory_report(samples, t_start, t_stop, killed[1] if killed else None)
     conflict_report(logs)
+    bridge_report(run_dir / "bridge.heartbeat")
     runs = [f"{at} {status} {'-' if took is None else f'{took:.0f}'}" for at, status, took in ticks]
     print(f"IndexAndCompact runs (start, outcome, seconds): {'; '.join(runs) or 'none'}")
     ok = not (
@@ -978,6 +981,20 @@ def memory_report(samples: list[Sample], t_start: float, t_stop: float, killed_a
             + f"  peak {max(s.rss[label] for s in during):7.0f}"
             + f"  growth {growth[0]:+6.1f} / {growth[1]:+6.1f} MB/min"
         )
+
+
+def bridge_report(heartbeat: Path) -> None:
+    """The bridge's own counts, from its heartbeat file: messages handled and deleted, workflows it
+    found already completed, the values_landed signals it sent (each one a workflow task for the run
+    it wakes), visibility extensions. Seen on 2026-12-06: 92 signals for 849 messages."""
+    try:
+        beat = json.loads(heartbeat.read_text())
+    except (OSError, ValueError):
+        print(f"bridge: no heartbeat to read at {heartbeat}")
+        return
+    handled = beat.get("delivery", {}).get("handled", 0)
+    counts = {k: v for k, v in beat.items() if k not in ("pid", "at", "queue", "dlq", "handling", "delivery")}
+    print(f"bridge: {handled} messages handled; {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}")
 
 
 def conflict_report(logs: Path) -> None:
