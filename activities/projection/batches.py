@@ -31,6 +31,7 @@ from functools import lru_cache
 from operator import itemgetter
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from activities.projection.model import BatchHeader, ExecutionProjection, ProjectionBatch, Row
 from activities.projection.private_rows import LeafRows
@@ -390,16 +391,26 @@ def _sort_key(dataset: str) -> tuple[str, ...]:
     return _SORT_KEYS.get(dataset, ("row_id",))
 
 
-def _ordered_leaf_columns(rows: LeafRows, names: list[str]) -> list[list[object]]:
-    """The leaf columns named (missing ones null) with the rows in row_id order."""
-    columns = rows.columns
-    ids = columns["row_id"]
-    order = sorted(range(len(ids)), key=ids.__getitem__)
-    out: list[list[object]] = []
-    for name in names:
-        column = columns.get(name)
-        out.append([column[i] for i in order] if column is not None else [None] * len(order))
-    return out
+def _leaf_table(parts: list[LeafRows], schema: pa.Schema) -> pa.Table:
+    """The leaf rows of several executions as one table: each execution's rows in row_id order,
+    the executions in the given order (missing columns null).
+
+    The columns are converted as they were appended and put in order by one Arrow sort and take,
+    instead of reordering every column of every execution in Python first (a third of this
+    function's cost at 107 leaves per execution, docs/projection-runtime.md)."""
+    names = schema.names
+    columns: list[list[object]] = [[] for _ in names]
+    ordinal: list[int] = []
+    for i, part in enumerate(parts):
+        n = len(part)
+        for into, name in zip(columns, names, strict=True):
+            column = part.columns.get(name)
+            into += column if column is not None else [None] * n
+        ordinal += [i] * n
+    table = _arrays_table(columns, schema)
+    keys = pa.table({"execution": pa.array(ordinal, pa.int32()), "row_id": table["row_id"]})
+    order = pc.sort_indices(keys, sort_keys=[("execution", "ascending"), ("row_id", "ascending")])
+    return table.take(order)
 
 
 def _ordered_rows(dataset: str, rows: Sequence[Row]) -> list[Row]:
@@ -427,17 +438,13 @@ def private_tables_of(
     The same rows in the same order as concatenating each execution's tables, converted to
     Arrow once per dataset instead of once per execution."""
     rows: dict[str, list[Row]] = {}
-    leaves: dict[str, list[list[object]]] = {}
+    leaves: dict[str, list[LeafRows]] = {}
     for projection in projections:
         for dataset, part in projection.private.items():
             if not part:
                 continue
             if isinstance(part, LeafRows):
-                names = _private_schema(dataset, version).names
-                ordered = _ordered_leaf_columns(part, names)
-                into = leaves.setdefault(dataset, [[] for _ in names])
-                for column, values in zip(into, ordered, strict=True):
-                    column += values
+                leaves.setdefault(dataset, []).append(part)
             else:
                 rows.setdefault(dataset, []).extend(_ordered_rows(dataset, part))
     out: dict[str, pa.Table] = {}
@@ -446,7 +453,7 @@ def private_tables_of(
         if dataset in leaves and dataset in rows:
             raise TypeError(f"{dataset} rows are both columnar and dicts")
         if dataset in leaves:
-            out[dataset] = _arrays_table(leaves[dataset], schema)
+            out[dataset] = _leaf_table(leaves[dataset], schema)
         else:
             out[dataset] = _columns(rows[dataset], schema)
     return out

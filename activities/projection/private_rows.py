@@ -113,6 +113,8 @@ class RenderedValues:
         self._decoded: dict[bytes, Value | None] = {}
         self._json: dict[bytes, str | None] = {}
         self._leaves: dict[bytes, LeafColumns] = {}
+        # value_leaves_v1 row ids: ("value_leaves_v1", execution id) hashed once per execution.
+        self._leaf_prefix: tuple[str, hashlib._Hash] = ("", _SHA256)
 
     def _shareable(self, cid: bytes) -> bool:
         found = self.resolved.get(cid)
@@ -189,12 +191,13 @@ class RenderedValues:
         n = len(paths)
         if not n:
             return
-        ids = _RowIds("value_leaves_v1", execution_id, call_id, role)
+        if self._leaf_prefix[0] != execution_id:
+            self._leaf_prefix = (execution_id, _hashed(_SHA256, "value_leaves_v1", execution_id))
         facts = call or {}
         c = out.columns
         for name in CALL_FACTS:
             c[name] += [facts.get(name)] * n
-        c["row_id"] += [ids.at(index) for index in range(n)]
+        c["row_id"] += _indexed_ids(_hashed(self._leaf_prefix[1], call_id, role), n)
         c["execution_id"] += [execution_id] * n
         c["call_id"] += [call_id] * n
         c["cid"] += [cid.hex()] * n
@@ -268,20 +271,31 @@ class LeafRows(Sequence[Row]):
             yield dict(zip(names, values, strict=True))
 
 
-class _RowIds:
-    """``catalog.deterministic_row_id(relation, *prefix, index)`` with the prefix hashed once."""
+def _hashed(base: hashlib._Hash, *parts: str) -> hashlib._Hash:
+    """A copy of ``base`` with ``parts`` hashed after it as ``catalog.deterministic_row_id`` hashes
+    its parts (length-prefixed), so one execution's prefix is hashed once for all its leaves."""
+    h = base.copy()
+    for part in parts:
+        data = part.encode()
+        h.update(len(data).to_bytes(4, "big"))
+        h.update(data)
+    return h
 
-    def __init__(self, *prefix: str) -> None:
-        self._h = hashlib.sha256()
-        for part in prefix:
-            data = part.encode()
-            self._h.update(len(data).to_bytes(4, "big"))
-            self._h.update(data)
 
-    def at(self, index: int) -> str:
-        h = self._h.copy()
-        h.update(_index_part(index))
-        return h.hexdigest()[:32]
+_SHA256 = hashlib.sha256()
+
+
+def _indexed_ids(prefix: hashlib._Hash, n: int) -> list[str]:
+    """``catalog.deterministic_row_id(*parts, index)`` for index in range(n), ``prefix`` having
+    hashed the parts."""
+    parts = _INDEX_PARTS[:n] if n <= len(_INDEX_PARTS) else map(_index_part, range(n))
+    out: list[str] = []
+    copy = prefix.copy
+    for part in parts:
+        h = copy()
+        h.update(part)
+        out.append(h.hexdigest()[:32])
+    return out
 
 
 def _length_prefixed(index: int) -> bytes:
