@@ -398,12 +398,59 @@ def private_columns(name: str, version: int = LATEST_CATALOG_VERSION) -> tuple[C
 
 def deterministic_row_id(relation_name: str, root_id: str, *position: str | int) -> str:
     """Row id from relation, execution root id and the row's position within it."""
-    h = hashlib.sha256()
-    for part in (relation_name, root_id, *position):
+    return _hashed(_SHA256, relation_name, root_id, *position).hexdigest()[:32]
+
+
+_SHA256 = hashlib.sha256()
+
+
+def _hashed(base: hashlib._Hash, *parts: str | int) -> hashlib._Hash:
+    h = base.copy()
+    for part in parts:
         data = str(part).encode()
         h.update(len(data).to_bytes(4, "big"))
         h.update(data)
-    return h.hexdigest()[:32]
+    return h
+
+
+class RowIds:
+    """:func:`deterministic_row_id` of many rows of one relation and root: the relation and root
+    id (and any leading ``position`` parts) are hashed once, each row's own parts after them.
+
+    An execution's projection makes a row id for each of its calls and, mostly, of its value
+    leaves (about 110 per execution of 10 spans): hashing the common prefix once saves half of
+    the hashing (docs/projection-runtime.md)."""
+
+    def __init__(self, relation_name: str, root_id: str, *position: str | int) -> None:
+        self._prefix = _hashed(_SHA256, relation_name, root_id, *position)
+
+    def __call__(self, *position: str | int) -> str:
+        return _hashed(self._prefix, *position).hexdigest()[:32]
+
+    def then(self, *position: str | int) -> RowIds:
+        """The row ids of this prefix followed by ``position``."""
+        more = RowIds.__new__(RowIds)
+        more._prefix = _hashed(self._prefix, *position)
+        return more
+
+    def indexed(self, n: int) -> list[str]:
+        """The row ids of this prefix followed by an index, for index in range(n)."""
+        parts = _INDEX_PARTS[:n] if n <= len(_INDEX_PARTS) else map(_index_part, range(n))
+        out: list[str] = []
+        copy = self._prefix.copy
+        for part in parts:
+            h = copy()
+            h.update(part)
+            out.append(h.hexdigest()[:32])
+        return out
+
+
+def _index_part(index: int) -> bytes:
+    data = str(index).encode()
+    return len(data).to_bytes(4, "big") + data
+
+
+_INDEX_PARTS = tuple(_index_part(i) for i in range(4096))
 
 
 def _schema_ipc_b64(schema: pa.Schema) -> str:

@@ -361,11 +361,12 @@ def _project(inp: ExecutionInput, value_lookup: ValueLookup, *, sweep: bool) -> 
     leaves = private_rows.LeafRows()
     by_key = {(s.start.call_ref.thread_id, s.start.call_ref.call_id): s for s in spans}
     span_durations: dict[bytes, list[int]] = {}
+    call_ids = catalog.RowIds("calls_v1", execution_id)
     for span in spans:
         ref = span.start.call_ref
         k = (ref.thread_id, ref.call_id)
         call_id = ref.encode_string()
-        row_id = catalog.deterministic_row_id("calls_v1", execution_id, call_id)
+        row_id = call_ids(call_id)
         started = zero + span.start.started_ns
         ended = zero + span.end.ended_ns if span.end is not None else None
         ctx = span.start.context_ref

@@ -113,8 +113,8 @@ class RenderedValues:
         self._decoded: dict[bytes, Value | None] = {}
         self._json: dict[bytes, str | None] = {}
         self._leaves: dict[bytes, LeafColumns] = {}
-        # value_leaves_v1 row ids: ("value_leaves_v1", execution id) hashed once per execution.
-        self._leaf_prefix: tuple[str, hashlib._Hash] = ("", _SHA256)
+        # value_leaves_v1 row ids, ("value_leaves_v1", execution id) hashed once per execution.
+        self._leaf_ids: tuple[str, catalog.RowIds] | None = None
 
     def _shareable(self, cid: bytes) -> bool:
         found = self.resolved.get(cid)
@@ -191,13 +191,13 @@ class RenderedValues:
         n = len(paths)
         if not n:
             return
-        if self._leaf_prefix[0] != execution_id:
-            self._leaf_prefix = (execution_id, _hashed(_SHA256, "value_leaves_v1", execution_id))
+        if self._leaf_ids is None or self._leaf_ids[0] != execution_id:
+            self._leaf_ids = (execution_id, catalog.RowIds("value_leaves_v1", execution_id))
         facts = call or {}
         c = out.columns
         for name in CALL_FACTS:
             c[name] += [facts.get(name)] * n
-        c["row_id"] += _indexed_ids(_hashed(self._leaf_prefix[1], call_id, role), n)
+        c["row_id"] += self._leaf_ids[1].then(call_id, role).indexed(n)
         c["execution_id"] += [execution_id] * n
         c["call_id"] += [call_id] * n
         c["cid"] += [cid.hex()] * n
@@ -269,45 +269,6 @@ class LeafRows(Sequence[Row]):
         names = tuple(self.columns)
         for values in zip(*self.columns.values(), strict=True):
             yield dict(zip(names, values, strict=True))
-
-
-def _hashed(base: hashlib._Hash, *parts: str) -> hashlib._Hash:
-    """A copy of ``base`` with ``parts`` hashed after it as ``catalog.deterministic_row_id`` hashes
-    its parts (length-prefixed), so one execution's prefix is hashed once for all its leaves."""
-    h = base.copy()
-    for part in parts:
-        data = part.encode()
-        h.update(len(data).to_bytes(4, "big"))
-        h.update(data)
-    return h
-
-
-_SHA256 = hashlib.sha256()
-
-
-def _indexed_ids(prefix: hashlib._Hash, n: int) -> list[str]:
-    """``catalog.deterministic_row_id(*parts, index)`` for index in range(n), ``prefix`` having
-    hashed the parts."""
-    parts = _INDEX_PARTS[:n] if n <= len(_INDEX_PARTS) else map(_index_part, range(n))
-    out: list[str] = []
-    copy = prefix.copy
-    for part in parts:
-        h = copy()
-        h.update(part)
-        out.append(h.hexdigest()[:32])
-    return out
-
-
-def _length_prefixed(index: int) -> bytes:
-    data = str(index).encode()
-    return len(data).to_bytes(4, "big") + data
-
-
-_INDEX_PARTS = tuple(_length_prefixed(i) for i in range(4096))
-
-
-def _index_part(index: int) -> bytes:
-    return _INDEX_PARTS[index] if index < len(_INDEX_PARTS) else _length_prefixed(index)
 
 
 def values_rows(resolved: dict[bytes, ResolvedValue]) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pyarrow as pa
@@ -127,3 +128,30 @@ def test_deterministic_row_ids() -> None:
     # Length-prefixed parts: ("a","bc") and ("ab","c") differ.
     assert catalog.deterministic_row_id("r", "a", "bc") != catalog.deterministic_row_id("r", "ab", "c")
     assert len(a) == 32
+
+
+def _row_id_by_hand(*parts: str | int) -> str:
+    """docs/projection.md's formula: SHA-256 over the parts, each as a 4-byte big-endian length
+    and its UTF-8 text; the first 32 hex digits."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = str(part).encode()
+        h.update(len(data).to_bytes(4, "big") + data)
+    return h.hexdigest()[:32]
+
+
+def test_row_ids_of_a_shared_prefix_are_the_deterministic_row_ids() -> None:
+    root = "ab" * 16
+    assert catalog.deterministic_row_id("calls_v1", root, "c1") == _row_id_by_hand("calls_v1", root, "c1")
+    calls = catalog.RowIds("calls_v1", root)
+    assert [calls(c) for c in ("c1", "c2", 7)] == [
+        _row_id_by_hand("calls_v1", root, c) for c in ("c1", "c2", 7)
+    ]
+    leaves = catalog.RowIds("value_leaves_v1", root).then("c1", "output")
+    # past the precomputed index parts (4096) too
+    assert leaves.indexed(4100) == [
+        _row_id_by_hand("value_leaves_v1", root, "c1", "output", i) for i in range(4100)
+    ]
+    assert leaves.indexed(0) == []
+    # the prefix is not changed by use
+    assert calls("c1") == _row_id_by_hand("calls_v1", root, "c1")
