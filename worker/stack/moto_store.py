@@ -169,11 +169,17 @@ def restore(app: WsgiApp, journal: Path, region: str) -> dict[str, Any]:
 def moto_app() -> WsgiApp:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    from worker.stack import moto_dispatch_speedup, moto_sqs_speedup, moto_timestamp_speedup
+    from worker.stack import (
+        moto_dispatch_speedup,
+        moto_listing_speedup,
+        moto_sqs_speedup,
+        moto_timestamp_speedup,
+    )
 
     moto_sqs_speedup.apply()  # the queue's depth must not slow every request (moto_sqs_speedup.py)
     moto_dispatch_speedup.apply()  # nor a directory listing per request (moto_dispatch_speedup.py)
     moto_timestamp_speedup.apply()  # nor a date parse per key listed (moto_timestamp_speedup.py)
+    moto_listing_speedup.apply()  # nor the bucket's every key per listing (moto_listing_speedup.py)
     app = DomainDispatcherApplication(create_backend_app)
     app.debug = True  # type: ignore[attr-defined]  # as moto.server sets it
     return app  # type: ignore[return-value]
