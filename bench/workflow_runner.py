@@ -1,15 +1,19 @@
-"""The worker's CPU per ProjectMetaObject run, with Temporal's workflow sandbox and without.
+"""The worker's and the Temporal server's CPU per ProjectMetaObject run: with Temporal's workflow
+sandbox and without, on the dev server's SQLite as it comes and as the stack configures it.
 
     .venv/bin/python bench/workflow_runner.py [--workflows 300] [--rounds 2] [--concurrency 32]
 
-A Temporal dev server (the binary the stack runs) and one worker in this process, built by the
-deployment's own ``build_worker`` with ``ProjectMetaObjectWorkflow``; its ``project_meta_object`` is a
-stand-in that answers at once, so what is measured is the workflow's own cost in the worker (its
-creation and its workflow tasks), not the projection. Rounds alternate the two runners on the same
-server: the sandbox (``SandboxedWorkflowRunner``, Temporal's default, which imports the
-workflow's module again for every run) and ``UnsandboxedWorkflowRunner`` (what the deployment's
-workers use, ``docs/projection-runtime.md``, "Worker"). Each round prints this process's CPU
-(the worker, and the client starting the runs: the same for both) and the server's, per run.
+A Temporal dev server (the binary the stack runs, its database on disk) and one worker in this
+process, built by the deployment's own ``build_worker`` with ``ProjectMetaObjectWorkflow``; its
+``project_meta_object`` is a stand-in that answers at once, so what is measured is the workflow's
+own cost in the worker (its creation and its workflow tasks) and in the server, not the
+projection. Two servers in turn: SQLite's defaults (a rollback journal per transaction) and the
+stack's pragmas (``worker.stack.launcher.TEMPORAL_SQLITE_PRAGMAS``: a write-ahead log, synced at
+checkpoints; docs/stack.md, "Temporal's store"). On each, rounds alternate the two runners: the
+sandbox (``SandboxedWorkflowRunner``, Temporal's default, which imports the workflow's module
+again for every run) and ``UnsandboxedWorkflowRunner`` (what the deployment's workers use,
+``docs/projection-runtime.md``, "Worker"). Each round prints this process's CPU (the worker, and
+the client starting the runs) and the server's, per run.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import IO
 
 from temporalio import activity
 from temporalio.client import Client
@@ -32,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.proc_cpu import process_cpu
 from formats.contracts import ids
 from formats.contracts import projection as c
-from worker.stack.launcher import temporal_binary
+from worker.stack.launcher import TEMPORAL_SQLITE_PRAGMAS, temporal_binary, temporal_store_args
 from worker.temporal_worker import build_worker
 from workflows.projection import ProjectMetaObjectWorkflow
 
@@ -77,29 +82,37 @@ async def _round(client: Client, sandboxed: bool, n: int, concurrency: int, serv
     )
 
 
-async def main(args: argparse.Namespace) -> None:
+async def _server(tmp: Path, stack_store: bool, log: IO[bytes]) -> tuple[subprocess.Popen[bytes], Client]:
     port = _free_port()
-    with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "temporal.log", "wb") as log:
-        cmd = [str(temporal_binary()), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
-        cmd += ["--db-filename", str(Path(tmp) / "temporal.db")]  # on disk, as the stack runs it
-        server = subprocess.Popen([*cmd, "--port", str(port), "--log-level", "warn"], stdout=log, stderr=log)
+    cmd = [str(temporal_binary()), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+    db = tmp / "temporal.db"
+    cmd += temporal_store_args(db) if stack_store else ["--db-filename", str(db)]
+    server = subprocess.Popen([*cmd, "--port", str(port), "--log-level", "warn"], stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while True:
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    client = await Client.connect(f"127.0.0.1:{port}")
-                    break
-                except RuntimeError:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.2)
-            print(f"{args.workflows} ProjectMetaObject runs per round, {args.concurrency} at once")
-            for _ in range(args.rounds):
-                for sandboxed in (True, False):
-                    await _round(client, sandboxed, args.workflows, args.concurrency, server.pid)
-        finally:
-            server.terminate()
-            server.wait(10)
+            return server, await Client.connect(f"127.0.0.1:{port}")
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                server.terminate()
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"{args.workflows} ProjectMetaObject runs per round, {args.concurrency} at once")
+    for stack_store in (False, True):
+        pragmas = ", ".join(TEMPORAL_SQLITE_PRAGMAS) if stack_store else "none"
+        print(f"SQLite {'as the stack configures it' if stack_store else 'as it comes'} (pragmas: {pragmas})")
+        with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "temporal.log", "wb") as log:
+            server, client = await _server(Path(tmp), stack_store, log)
+            try:
+                for _ in range(args.rounds):
+                    for sandboxed in (True, False):
+                        await _round(client, sandboxed, args.workflows, args.concurrency, server.pid)
+            finally:
+                server.terminate()
+                server.wait(10)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import time
 from pathlib import Path
 
@@ -78,6 +79,13 @@ def test_worker_runs_the_health_check_workflow(running_stack: StackState) -> Non
         )
     )
     assert result.worker_identity.endswith(f":{running_stack.parts['worker'].pid}")
+
+
+def test_temporals_store_is_in_write_ahead_log_mode(running_stack: StackState) -> None:
+    # SQLite's default journal cost the server a quarter of its CPU (docs/stack.md, "Temporal's store").
+    db = Path(running_stack.run_dir) / "temporal.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 def test_bucket_is_versioned_and_queue_has_redrive_to_dlq(running_stack: StackState) -> None:

@@ -20,6 +20,7 @@ from stack_fixtures import cli, free_base_port, start_stack, stop_stack, wait_fo
 
 from api.dataplane.aws import aws_client
 from worker.cli_demo import run_query, ship, wait_for_projection, write_evidence
+from worker.stack.restore import derived_stores
 from worker.stack.state import StackState, load_stack_state
 
 
@@ -127,3 +128,13 @@ def test_a_run_directory_whose_bucket_is_gone_but_facts_remain_is_refused(tmp_pa
     message = " ".join((done.stderr + done.stdout).split())
     assert "evidence bucket" in message and "rm -rf" in message and "chdb" in message
     assert load_stack_state(run_dir) is None or load_stack_state(run_dir).status != "healthy"  # type: ignore[union-attr]
+
+
+def test_a_write_ahead_log_left_by_a_killed_temporal_counts_as_its_store(tmp_path: Path) -> None:
+    # A log left beside a removed database would be replayed into the next one: it must be named.
+    run_dir = tmp_path / "stack"
+    run_dir.mkdir()
+    (run_dir / "temporal.db-wal").write_bytes(b"frames of an earlier run")
+    assert derived_stores(run_dir) == [str(run_dir / "temporal.db-wal")]
+    (run_dir / "temporal.db").write_bytes(b"")
+    assert derived_stores(run_dir) == [str(run_dir / "temporal.db"), str(run_dir / "temporal.db-wal")]

