@@ -427,17 +427,11 @@ class RowIds:
     def __call__(self, *position: str | int) -> str:
         return _hashed(self._prefix, *position).hexdigest()[:32]
 
-    def then(self, *position: str | int) -> RowIds:
-        """The row ids of this prefix followed by ``position``."""
-        more = RowIds.__new__(RowIds)
-        more._prefix = _hashed(self._prefix, *position)
-        return more
-
-    def indexed(self, n: int) -> list[str]:
-        """The row ids of this prefix followed by an index, for index in range(n)."""
+    def indexed(self, n: int, *position: str | int) -> list[str]:
+        """The row ids of this prefix followed by ``position`` and an index, for index in range(n)."""
         parts = _INDEX_PARTS[:n] if n <= len(_INDEX_PARTS) else map(_index_part, range(n))
         out: list[str] = []
-        copy = self._prefix.copy
+        copy = _hashed(self._prefix, *position).copy
         for part in parts:
             h = copy()
             h.update(part)

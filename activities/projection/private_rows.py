@@ -197,7 +197,7 @@ class RenderedValues:
         c = out.columns
         for name in CALL_FACTS:
             c[name] += [facts.get(name)] * n
-        c["row_id"] += self._leaf_ids[1].then(call_id, role).indexed(n)
+        c["row_id"] += self._leaf_ids[1].indexed(n, call_id, role)
         c["execution_id"] += [execution_id] * n
         c["call_id"] += [call_id] * n
         c["cid"] += [cid.hex()] * n

@@ -147,11 +147,11 @@ def test_row_ids_of_a_shared_prefix_are_the_deterministic_row_ids() -> None:
     assert [calls(c) for c in ("c1", "c2", 7)] == [
         _row_id_by_hand("calls_v1", root, c) for c in ("c1", "c2", 7)
     ]
-    leaves = catalog.RowIds("value_leaves_v1", root).then("c1", "output")
+    leaves = catalog.RowIds("value_leaves_v1", root)
     # past the precomputed index parts (4096) too
-    assert leaves.indexed(4100) == [
+    assert leaves.indexed(4100, "c1", "output") == [
         _row_id_by_hand("value_leaves_v1", root, "c1", "output", i) for i in range(4100)
     ]
-    assert leaves.indexed(0) == []
+    assert leaves.indexed(0, "c1", "output") == []
     # the prefix is not changed by use
     assert calls("c1") == _row_id_by_hand("calls_v1", root, "c1")

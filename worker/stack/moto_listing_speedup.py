@@ -29,6 +29,7 @@ _applied = False
 
 def prefixed(original: Callable[..., Any]) -> Callable[..., Any]:
     """``original`` (``S3Backend.list_objects``) given only the keys that start with the prefix."""
+    from moto.s3.models import FakeTableStorageBucket
 
     def list_objects(
         self: Any,
@@ -38,8 +39,6 @@ def prefixed(original: Callable[..., Any]) -> Callable[..., Any]:
         marker: str | None,
         max_keys: int | None,
     ) -> Any:
-        from moto.s3.models import FakeTableStorageBucket
-
         if not prefix or isinstance(bucket, FakeTableStorageBucket):
             return original(self, bucket, prefix, delimiter, marker, max_keys)
         store = bucket.keys
