@@ -90,11 +90,13 @@ class ProjectionSettings(DeploymentSettings):
         description="The committer keeps Lance versions this long (readers bound to a version need it).",
     )
     index_lease_s: float = Field(
-        default=900.0,
+        default=120.0,
         gt=0,
         description=(
-            "A process folding a dataset's query indexes holds its index lease at most this long;"
-            " meanwhile other processes do not compact the dataset (a compaction preempts a fold)."
+            "A process folding a dataset's query indexes holds its index lease this long past its"
+            " last renewal (it renews it every quarter of this while it folds); meanwhile other"
+            " processes do not compact the dataset (a compaction preempts a fold). A process that"
+            " died leaves the dataset uncompacted at most this long."
         ),
     )
     commit_cleanup_interval_s: float = Field(

@@ -19,6 +19,13 @@ commit while another's lease is live. ``until`` bounds a folder that died: its l
 once past. Two folders racing to take a lease conflict (``UpdateConfig`` against
 ``UpdateConfig``); the loser sees the winner's lease and does not fold.
 
+``until`` is short, and the holder renews it while it folds (every quarter of the lease, from a
+thread beside the fold: an ``UpdateConfig`` the fold's commit does not conflict with). A fold
+longer than the lease keeps it; a folder that died leaves the dataset uncompacted only until its
+last renewal lapses. With one long lease instead (15 minutes), a worker killed in a tick's fold of
+``value_leaves_v1`` held every committer's compaction of it, and the tick's retry, for the rest
+of a soak (2026-12-06, docs/projection-runtime.md).
+
 The lookup indexes' folds (``DatasetSpec.lookup``) are quick and take no lease; nor does an
 erasure's compaction, which must remove erased values whatever is being folded.
 """
@@ -29,6 +36,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,9 +48,14 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 log = logging.getLogger("baml_studio.index_lease")
 
 LEASE_KEY = "baml_studio.index_lease"
-# Longer than the folds measured (an n-gram fold of a tick: seconds to 2 minutes on moto) and
-# short enough that a folder that died leaves the dataset uncompacted for minutes, not hours.
-DEFAULT_LEASE_S = 900.0
+# How long a lease lasts past its last renewal: what a folder that died costs (the dataset left
+# uncompacted). Renewed every RENEW_FRACTION of it, so a renewal delayed by a loaded machine or a
+# slow store (seconds) does not let it lapse under a live fold.
+DEFAULT_LEASE_S = 120.0
+RENEW_FRACTION = 0.25
+# How long the tick waits for another's live lease: a fold of minutes (an n-gram fold of a tick:
+# seconds to 2 minutes on moto), renewing; a dead holder's lease lapses sooner.
+DEFAULT_WAIT_S = 900.0
 RELEASE_ATTEMPTS = 5
 
 
@@ -98,6 +111,44 @@ def take(ds: lance.LanceDataset, owner: str, seconds: float = DEFAULT_LEASE_S) -
     return True
 
 
+def renew(newest: Callable[[], lance.LanceDataset], owner: str, seconds: float = DEFAULT_LEASE_S) -> bool:
+    """Move ``owner``'s lease on the newest version to ``seconds`` from now; False when it is no
+    longer ``owner``'s (it lapsed and another took it) or the commit failed (the next renewal
+    tries again: the lease is still live until it lapses)."""
+    ds = newest()
+    lease = read_lease(ds)
+    if lease is None or lease.owner != owner:
+        return False
+    try:
+        ds.update_config({LEASE_KEY: IndexLease(owner, time.time() + seconds).encode()})
+    except OSError as exc:
+        log.info("index lease not renewed (%s); trying again", type(exc).__name__)
+        return False
+    return True
+
+
+class _Renewer:
+    """Renews a held lease every ``RENEW_FRACTION`` of it from a daemon thread until stopped."""
+
+    def __init__(self, newest: Callable[[], lance.LanceDataset], owner: str, seconds: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(newest, owner, seconds), name="index-lease-renewer", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, newest: Callable[[], lance.LanceDataset], owner: str, seconds: float) -> None:
+        while not self._stop.wait(seconds * RENEW_FRACTION):
+            try:
+                renew(newest, owner, seconds)
+            except Exception as exc:  # a failed open: the lease stays live until it lapses
+                log.info("index lease not renewed (%s); trying again", type(exc).__name__)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def release(newest: Callable[[], lance.LanceDataset], owner: str, attempts: int = RELEASE_ATTEMPTS) -> None:
     """Remove ``owner``'s lease from the dataset's newest version (``newest`` opens it), if it is
     still there. A removal that fails is tried again on the newest version: a lease left behind
@@ -135,11 +186,11 @@ def index_lease(
     poll_s: float = 2.0,
     beat: Callable[[], None] | None = None,
 ) -> Iterator[bool]:
-    """Hold a lease on the dataset for the block; yields whether it is held (False: another
-    process holds one). ``newest`` opens the dataset's newest version. With ``wait_s``, a lease
-    held by another is waited for that long at most (looked at every ``poll_s``, ``beat`` called
-    each time): the holder is folding, and a fold without the lease loses to the next compaction
-    once the holder releases it."""
+    """Hold a lease on the dataset for the block, renewed while it runs; yields whether it is held
+    (False: another process holds one). ``newest`` opens the dataset's newest version. With
+    ``wait_s``, a lease held by another is waited for that long at most (looked at every
+    ``poll_s``, ``beat`` called each time): the holder is folding, and a fold without the lease
+    loses to the next compaction once the holder releases it."""
     owner = new_owner()
     deadline = time.monotonic() + wait_s
     held = take(newest(), owner, seconds)
@@ -148,8 +199,10 @@ def index_lease(
         if beat is not None:
             beat()
         held = take(newest(), owner, seconds)
+    renewer = _Renewer(newest, owner, seconds) if held else None
     try:
         yield held
     finally:
-        if held:
+        if renewer is not None:
+            renewer.stop()
             release(newest, owner)

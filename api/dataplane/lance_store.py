@@ -44,7 +44,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 
 from api.common.lru import LruCache
 from api.dataplane.aws import ObjectStoreAccess
-from api.dataplane.index_lease import DEFAULT_LEASE_S, held_by_another, index_lease
+from api.dataplane.index_lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, held_by_another, index_lease
 from api.dataplane.index_tiers import entries_to_merge
 from formats import catalog
 from formats.deployment_settings import reveal
@@ -994,13 +994,15 @@ class LanceStore:
         retain_versions: int = 20,
         older_than_s: float = 3600.0,
         lease_s: float = DEFAULT_LEASE_S,
+        lease_wait_s: float = DEFAULT_WAIT_S,
         beat: Callable[[], None] | None = None,
     ) -> dict[str, int]:
-        """Compact small fragments; then, under the dataset's index lease (``lease_s``), create the
-        scalar and n-gram indexes it lacks and bring the existing ones up to date; remove old
-        versions.
+        """Compact small fragments; then, under the dataset's index lease (``lease_s``, renewed
+        while it folds), create the scalar and n-gram indexes it lacks and bring the existing
+        ones up to date; remove old versions.
 
-        ``beat`` is called every few seconds while the tick waits for another's lease.
+        ``beat`` is called every few seconds while the tick waits (``lease_wait_s`` at most) for
+        another's lease.
 
         Incremental: an index that exists is never rebuilt. ``optimize_indices`` folds the rows
         added since into it (Lance indexes the new fragments only), so a tick costs what arrived
@@ -1026,11 +1028,11 @@ class LanceStore:
         waiting = time.monotonic()
         # Then the builds and folds, which take minutes on a large dataset, under the lease: the
         # workers' committers leave the dataset uncompacted meanwhile. A lease held by another
-        # (a worker's fold thread) is waited for, at most until it lapses: folding beside it, the
-        # tick lost every fold to the compactions that resumed once the holder released it (the
-        # hour's soak of 2026-12-05, evening). Past that wait the steps still run, each run again
-        # when it loses a race.
-        with index_lease(newest, lease_s, wait_s=lease_s, beat=beat) as held:
+        # (a worker's fold thread) is waited for while its holder renews it: folding beside it,
+        # the tick lost every fold to the compactions that resumed once the holder released it
+        # (the hour's soak of 2026-12-05, evening). Past that wait the steps still run, each run
+        # again when it loses a race; a holder that died stops renewing, and its lease lapses.
+        with index_lease(newest, lease_s, wait_s=lease_wait_s, beat=beat) as held:
             folding = time.monotonic()
             if not held:
                 log.info("lance %s: the index lease stayed held by another; folding without it", dataset)

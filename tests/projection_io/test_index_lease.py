@@ -112,6 +112,50 @@ def test_a_committer_compacts_again_once_the_lease_is_released_or_lapses(tmp_pat
     assert _open(store).count_rows() == 170
 
 
+def test_a_held_lease_is_renewed_while_its_fold_runs_and_released_after(tmp_path: Path) -> None:
+    # A fold longer than the lease keeps it: a worker killed mid-fold then holds the others'
+    # compactions only until its last renewal lapses, not for one long lease (the soak of
+    # 2026-12-06 lost its tick and value_leaves_v1's compactions to a 15-minute lease).
+    store = _indexed(tmp_path)
+    newest = partial(_open, store)
+    with index_lease.index_lease(newest, 0.8) as held:
+        assert held
+        folding = _open(store)  # the fold reads this version, then takes longer than the lease
+        time.sleep(2.0)
+        renewed = _open(store)
+        assert held_by_another(renewed)  # still live, 2.5 leases after it was taken
+        assert renewed.version > folding.version  # by renewals, each an UpdateConfig commit
+        _ngram_fold(folding)  # the renewals committed meanwhile do not conflict with the fold
+        other = _compacting_commits(LanceStore(root=tmp_path), 8)
+        assert other.stats.compactions == 0 and other.stats.compactions_deferred >= 1
+    ds = _open(store)
+    assert read_lease(ds) is None
+    assert _unindexed(ds)["string"] == 30  # the fold's 40 are in the n-gram
+    assert not [t for t in threading.enumerate() if t.name == "index-lease-renewer"]
+
+    # The block failing still stops the renewals and releases the lease.
+    with pytest.raises(RuntimeError), index_lease.index_lease(newest, 0.8) as held:
+        assert held
+        raise RuntimeError("the fold failed")
+    assert read_lease(_open(store)) is None
+    assert not [t for t in threading.enumerate() if t.name == "index-lease-renewer"]
+
+
+def test_a_renewal_keeps_only_its_own_lease(tmp_path: Path) -> None:
+    store = _indexed(tmp_path)
+    newest = partial(_open, store)
+    assert index_lease.take(_open(store), "fold-1", 0.2)
+    time.sleep(0.3)
+    assert not held_by_another(_open(store))  # lapsed: the holder stopped renewing
+    assert index_lease.renew(newest, "fold-1", 60)  # its own holder may still renew it
+    assert held_by_another(_open(store))
+    index_lease.release(newest, "fold-1")
+    assert index_lease.take(_open(store), "fold-2", 60)
+    assert not index_lease.renew(newest, "fold-1", 60)  # another's now: left alone
+    lease = read_lease(_open(store))
+    assert lease is not None and lease.owner == "fold-2"
+
+
 def test_one_lease_at_a_time(tmp_path: Path) -> None:
     store = _indexed(tmp_path)
     a, b = _open(store), _open(store)  # two folders that read the same version
