@@ -101,14 +101,9 @@ def take(ds: lance.LanceDataset, owner: str, seconds: float = DEFAULT_LEASE_S) -
     a live one or took one meanwhile (two ``UpdateConfig`` commits conflict: one loses)."""
     if held_by_another(ds, owner):
         return False
-    try:
-        ds.update_config({LEASE_KEY: IndexLease(owner, time.time() + seconds).encode()})
-    except OSError as exc:
-        # Another folder's UpdateConfig committed first (Lance: "Incompatible transaction"), or
-        # the store failed: either way this fold runs later, not unprotected.
-        log.info("index lease not taken (%s)", type(exc).__name__)
-        return False
-    return True
+    # A failure: another folder's UpdateConfig committed first (Lance: "Incompatible
+    # transaction"), or the store failed; either way this fold runs later, not unprotected.
+    return _commit(ds, owner, seconds, "taken")
 
 
 def renew(newest: Callable[[], lance.LanceDataset], owner: str, seconds: float = DEFAULT_LEASE_S) -> bool:
@@ -119,10 +114,15 @@ def renew(newest: Callable[[], lance.LanceDataset], owner: str, seconds: float =
     lease = read_lease(ds)
     if lease is None or lease.owner != owner:
         return False
+    return _commit(ds, owner, seconds, "renewed")
+
+
+def _commit(ds: lance.LanceDataset, owner: str, seconds: float, what: str) -> bool:
+    """Commit ``owner``'s lease until ``seconds`` from now on ``ds``; False when the commit failed."""
     try:
         ds.update_config({LEASE_KEY: IndexLease(owner, time.time() + seconds).encode()})
     except OSError as exc:
-        log.info("index lease not renewed (%s); trying again", type(exc).__name__)
+        log.info("index lease not %s (%s)", what, type(exc).__name__)
         return False
     return True
 
@@ -142,7 +142,7 @@ class _Renewer:
             try:
                 renew(newest, owner, seconds)
             except Exception as exc:  # a failed open: the lease stays live until it lapses
-                log.info("index lease not renewed (%s); trying again", type(exc).__name__)
+                log.info("index lease not renewed (%s)", type(exc).__name__)
 
     def stop(self) -> None:
         self._stop.set()
