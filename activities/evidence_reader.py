@@ -90,8 +90,14 @@ class EvidenceReader:
             return None
         return decompress_object(raw, file=key)
 
-    def list_objects(self, prefix: str) -> Iterator[ListedObject]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+    def list_objects(self, prefix: str, start_after: str | None = None) -> Iterator[ListedObject]:
+        """The objects under ``prefix`` in key order (only those after ``start_after``, if given)."""
+        paginator = self.s3.get_paginator("list_objects_v2")
+        pages = (
+            paginator.paginate(Bucket=self.bucket, Prefix=prefix, StartAfter=start_after)
+            if start_after
+            else paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+        )
         for page in pages:
             for obj in page.get("Contents", []):
                 yield ListedObject(obj["Key"], obj["LastModified"], int(obj["Size"]))

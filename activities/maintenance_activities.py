@@ -24,6 +24,7 @@ from activities.evidence_reader import EvidenceReader
 from activities.heartbeat import beating, heartbeat
 from activities.projection.model import ExecutionInput
 from activities.projection_activities import ProjectionActivities, _MetaIndexes, _scope_of
+from activities.sweep_memory import SweepMemory
 from api.dataplane.lance_store import DATASETS
 from formats import meta_segment as ms
 from formats import object_keys, reader_rules
@@ -42,6 +43,7 @@ _RESEND_DELAY_S = 0.2  # before the first resend; doubled before each later one
 class MaintenanceActivities:
     def __init__(self, projection: ProjectionActivities) -> None:
         self.p = projection
+        self.sweep_memory = SweepMemory()
 
     def activities(self) -> list[Any]:
         return [self.sweep, self.index_and_compact, self.replay_scan, self.enqueue_replay]
@@ -50,30 +52,42 @@ class MaintenanceActivities:
 
     @activity.defn(name="sweep")
     def sweep(self, inp: c.SweepInput) -> c.SweepResult:
-        """Close executions of silent streams that have RootStarted and no RootEnded as abandoned."""
+        """Close executions of silent streams that have RootStarted and no RootEnded as abandoned.
+
+        A tick lists only the meta objects that arrived since the last, and passes over a silent
+        stream it already closed (:mod:`activities.sweep_memory`): its cost follows the streams
+        and what is new, not the bucket's history."""
         scope = _scope_of(inp.scope)
         limit = inp.silence_limit_s if inp.silence_limit_s is not None else self.p.settings.silence_limit_s
         generation = self.p.sink.active_generation(scope.environment_id)
         reader = EvidenceReader(self.p.s3, self.p.bucket)
-        now = dt.datetime.now(dt.UTC)
+        now, tick = dt.datetime.now(dt.UTC), time.monotonic()
         streams = reader.list_prefixes(object_keys.evidence_prefix(scope) + "streams/")
-        already = self.p.lance.ledger_roots(scope, generation)
+        memory = self.sweep_memory
+        already: set[str] | None = None  # the ledger's roots, read once a stream needs them
         outcomes: list[c.ExecutionOutcome] = []
         silent = 0
         for prefix in streams:
             euid = prefix.rstrip("/").rsplit("/", 1)[-1]
-            metas = list(reader.list_objects(prefix + "meta/"))
-            if not metas:
-                continue
-            newest = max(o.last_modified for o in metas)
-            if (now - newest).total_seconds() < limit:
+            after = memory.start_after(prefix, tick)
+            listed = list(reader.list_objects(prefix + "meta/", after))
+            seen = memory.listed(prefix, [(o.key, o.last_modified) for o in listed], tick, full=after is None)
+            if seen is None or (now - seen.newest).total_seconds() < limit:
                 continue
             silent += 1
+            if memory.closed(prefix, generation):
+                continue
+            metas = listed if after is None else list(reader.list_objects(prefix + "meta/"))
+            if already is None:
+                already = self.p.lance.ledger_roots(scope, generation)
             inputs = self._abandoned_inputs(reader, scope, euid, metas, already)
             heartbeat("sweep", euid)
+            got: list[c.ExecutionOutcome] = []
             if inputs:
                 got, _, _ = self.p._project(reader, scope, generation, inputs, sweep=True, meta_key=None)
                 outcomes.extend(got)
+            if all(o.outcome in c.DONE_OUTCOMES for o in got):  # a pending one: the next tick again
+                memory.close(prefix, generation)
         log.info("sweep streams=%d silent=%d abandoned=%d", len(streams), silent, len(outcomes))
         return c.SweepResult(len(streams), silent, generation, tuple(outcomes))
 

@@ -158,3 +158,50 @@ def test_replay_rebuilds_the_engine_registry_before_it_enqueues(world) -> None: 
     world.acts.settings = ProjectionSettings(max_walk=2)
     got = project(world, [s.meta_keys[-1]])
     assert [o.outcome for o in got.values()] == [c.PROJECTED]
+
+
+def test_a_sweep_tick_reads_only_what_arrived_since_the_last(world) -> None:  # type: ignore[no-untyped-def]
+    # Execution 1 never ends, and execution 2's RootEnded (in the last meta object) comes late. The
+    # first tick reads the silent stream and closes both; the next lists the stream after its last
+    # key and reads nothing, until a meta object arrives.
+    s = build_stream(world.scope, [0, None, 0])
+    late = s.meta_keys[-1]
+    upload(world.s3, world.bucket, s, skip={late})
+    project(world, s.meta_keys[:-1])
+    scope = c.ScopeRef(world.scope.tenant_id, world.scope.project_id, world.scope.environment_id)
+    maintenance = world.maintenance  # one worker's: its memory lasts across ticks
+    calls: list[tuple[str, dict[str, object]]] = []
+
+    def seen(params, model, **_):  # type: ignore[no-untyped-def]
+        calls.append((model.name, dict(params)))
+
+    world.acts.s3.meta.events.register("before-parameter-build.s3", seen)
+    meta_prefix = object_keys.stream_prefix(world.scope, s.euid_hex) + "meta/"
+
+    def meta_listings() -> list[dict[str, object]]:
+        return [p for op, p in calls if op == "ListObjectsV2" and p.get("Prefix") == meta_prefix]
+
+    def reads() -> list[object]:
+        return [p["Key"] for op, p in calls if op == "GetObject"]
+
+    target = s.executions[1].execution_id
+    first = maintenance.sweep(c.SweepInput(scope, silence_limit_s=0))
+    open_roots = {s.executions[1].execution_id, s.executions[2].execution_id}
+    assert {o.root_id: o.outcome for o in first.outcomes} == dict.fromkeys(open_roots, c.ABANDONED)
+    assert reads() and all("StartAfter" not in p for p in meta_listings())
+
+    calls.clear()
+    second = maintenance.sweep(c.SweepInput(scope, silence_limit_s=0))
+    assert second.outcomes == () and second.streams_silent == first.streams_silent
+    assert reads() == []  # not one meta segment read again
+    assert [p.get("StartAfter") for p in meta_listings()] == [s.meta_keys[-2]]
+
+    world.s3.put_object(Bucket=world.bucket, Key=late, Body=s.bodies[late])
+    calls.clear()
+    third = maintenance.sweep(c.SweepInput(scope, silence_limit_s=0))
+    assert third.outcomes == ()  # both are in the ledger already
+    assert meta_listings()[0].get("StartAfter") == s.meta_keys[-2] and late in reads()
+    calls.clear()
+    assert maintenance.sweep(c.SweepInput(scope, silence_limit_s=0)).outcomes == ()
+    assert reads() == [] and [p.get("StartAfter") for p in meta_listings()] == [late]
+    assert ledger(world, s)[target] == ("abandoned", "no_root_ended")
