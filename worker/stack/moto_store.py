@@ -172,10 +172,12 @@ def moto_app() -> WsgiApp:
     from worker.stack import (
         moto_dispatch_speedup,
         moto_listing_speedup,
+        moto_sqs_locking,
         moto_sqs_speedup,
         moto_timestamp_speedup,
     )
 
+    moto_sqs_locking.apply()  # a notification sent during a delete must not be lost (moto_sqs_locking.py)
     moto_sqs_speedup.apply()  # the queue's depth must not slow every request (moto_sqs_speedup.py)
     moto_dispatch_speedup.apply()  # nor a directory listing per request (moto_dispatch_speedup.py)
     moto_timestamp_speedup.apply()  # nor a date parse per key listed (moto_timestamp_speedup.py)
