@@ -55,7 +55,7 @@ DEFAULT_LEASE_S = 120.0
 RENEW_FRACTION = 0.25
 # How long the tick waits for another's live lease: a fold of minutes (an n-gram fold of a tick:
 # seconds to 2 minutes on moto), renewing; a dead holder's lease lapses sooner.
-DEFAULT_WAIT_S = 900.0
+TICK_WAIT_S = 900.0
 RELEASE_ATTEMPTS = 5
 
 

@@ -44,7 +44,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 
 from api.common.lru import LruCache
 from api.dataplane.aws import ObjectStoreAccess
-from api.dataplane.index_lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, held_by_another, index_lease
+from api.dataplane.index_lease import DEFAULT_LEASE_S, TICK_WAIT_S, held_by_another, index_lease
 from api.dataplane.index_tiers import entries_to_merge
 from formats import catalog
 from formats.deployment_settings import reveal
@@ -994,14 +994,13 @@ class LanceStore:
         retain_versions: int = 20,
         older_than_s: float = 3600.0,
         lease_s: float = DEFAULT_LEASE_S,
-        lease_wait_s: float = DEFAULT_WAIT_S,
         beat: Callable[[], None] | None = None,
     ) -> dict[str, int]:
         """Compact small fragments; then, under the dataset's index lease (``lease_s``, renewed
         while it folds), create the scalar and n-gram indexes it lacks and bring the existing
         ones up to date; remove old versions.
 
-        ``beat`` is called every few seconds while the tick waits (``lease_wait_s`` at most) for
+        ``beat`` is called every few seconds while the tick waits (``TICK_WAIT_S`` at most) for
         another's lease.
 
         Incremental: an index that exists is never rebuilt. ``optimize_indices`` folds the rows
@@ -1032,7 +1031,7 @@ class LanceStore:
         # the tick lost every fold to the compactions that resumed once the holder released it
         # (the hour's soak of 2026-12-05, evening). Past that wait the steps still run, each run
         # again when it loses a race; a holder that died stops renewing, and its lease lapses.
-        with index_lease(newest, lease_s, wait_s=lease_wait_s, beat=beat) as held:
+        with index_lease(newest, lease_s, wait_s=TICK_WAIT_S, beat=beat) as held:
             folding = time.monotonic()
             if not held:
                 log.info("lance %s: the index lease stayed held by another; folding without it", dataset)

@@ -20,30 +20,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def patched() -> Iterator[SQSBackend]:
+def patched(monkeypatch: pytest.MonkeyPatch) -> Iterator[SQSBackend]:
     """moto's SQS with the patch, in this process, put back as released afterwards."""
-    released = (
-        Queue.delete_message,
-        SQSBackend.receive_message,
-        Message.visible,
-        Message.delayed,
-        SQSBackend.is_message_valid_based_on_retention_period,
-    )
-    moto_sqs_locking._applied = moto_sqs_speedup._applied = False
+    # Recorded by monkeypatch first, so its teardown puts back what apply() replaces.
+    for owner, name in (
+        (Queue, "delete_message"),
+        (SQSBackend, "receive_message"),
+        (Message, "visible"),
+        (Message, "delayed"),
+        (SQSBackend, "is_message_valid_based_on_retention_period"),
+    ):
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    monkeypatch.setattr(moto_sqs_locking, "_applied", False)
+    monkeypatch.setattr(moto_sqs_speedup, "_applied", False)
     moto_sqs_locking.apply()
     moto_sqs_speedup.apply()  # as the stack's moto runs (it makes a deep queue cheap to receive from)
     backend = sqs_backends["123456789012"]["us-east-1"]
     try:
         yield backend
     finally:
-        (
-            Queue.delete_message,  # type: ignore[method-assign]
-            SQSBackend.receive_message,  # type: ignore[method-assign]
-            Message.visible,  # type: ignore[method-assign]
-            Message.delayed,  # type: ignore[method-assign]
-            SQSBackend.is_message_valid_based_on_retention_period,  # type: ignore[method-assign]
-        ) = released
-        moto_sqs_locking._applied = moto_sqs_speedup._applied = False
         for name in list(backend.queues):
             backend.delete_queue(name)
 
