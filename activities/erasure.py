@@ -361,9 +361,10 @@ class ErasureActivities:
             v, m = self._delete_prefix(object_keys.stream_prefix(scope, stream.euid))
             versions += v
             markers += m
-            # The stream's engine registry entries are derived from its meta objects: they go too
-            # (not counted with the evidence versions the plan listed).
+            # The stream's engine registry entries and sweep state are derived from its meta
+            # objects: they go too (not counted with the evidence versions the plan listed).
             self._delete_prefix(object_keys.engine_registry_prefix(scope, stream.euid))
+            self._delete_prefix(object_keys.sweep_state_prefix(scope, stream.euid))
             heartbeat("stream", stream.euid)
         log.info(
             "erasure objects deleted erasure_id=%s versions=%d markers=%d", inp.erasure_id, versions, markers

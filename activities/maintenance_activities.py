@@ -24,7 +24,7 @@ from activities.evidence_reader import EvidenceReader
 from activities.heartbeat import beating, heartbeat
 from activities.projection.model import ExecutionInput
 from activities.projection_activities import ProjectionActivities, _MetaIndexes, _scope_of
-from activities.sweep_memory import SweepMemory
+from activities.sweep_memory import SweepMemory, decode_state, encode_state
 from api.dataplane.lance_store import DATASETS
 from formats import meta_segment as ms
 from formats import object_keys, reader_rules
@@ -69,6 +69,8 @@ class MaintenanceActivities:
         silent = 0
         for prefix in streams:
             euid = prefix.rstrip("/").rsplit("/", 1)[-1]
+            if not memory.knows(prefix):
+                self._recall_sweep_state(reader, scope, euid, prefix, tick)
             after = memory.start_after(prefix, tick)
             listed = list(reader.list_objects(prefix + "meta/", after))
             seen = memory.listed(prefix, [(o.key, o.last_modified) for o in listed], tick, full=after is None)
@@ -87,9 +89,30 @@ class MaintenanceActivities:
                 got, _, _ = self.p._project(reader, scope, generation, inputs, sweep=True, meta_key=None)
                 outcomes.extend(got)
             if all(o.outcome in c.DONE_OUTCOMES for o in got):  # a pending one: the next tick again
-                memory.close(prefix, generation)
+                closed = memory.close(prefix, generation)
+                assert closed is not None
+                self.p.s3.put_object(
+                    Bucket=self.p.bucket,
+                    Key=object_keys.sweep_state_key(scope, euid),
+                    Body=encode_state(closed),
+                    ContentType="application/json",
+                )
         log.info("sweep streams=%d silent=%d abandoned=%d", len(streams), silent, len(outcomes))
         return c.SweepResult(len(streams), silent, generation, tuple(outcomes))
+
+    def _recall_sweep_state(
+        self, reader: EvidenceReader, scope: Scope, euid: str, prefix: str, tick: float
+    ) -> None:
+        """What a tick of any worker kept of a stream it closed (:mod:`activities.sweep_memory`)."""
+        key = object_keys.sweep_state_key(scope, euid)
+        data = reader.get_raw(key)
+        if data is None:
+            return
+        seen = decode_state(data, prefix, tick)
+        if seen is None:
+            log.warning("sweep state %s unreadable: the stream is listed and read in full", key)
+            return
+        self.sweep_memory.recall(prefix, seen)
 
     def _abandoned_inputs(
         self, reader: EvidenceReader, scope: Scope, euid: str, metas: list[Any], already: set[str]

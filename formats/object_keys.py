@@ -11,6 +11,7 @@ Layout (DESIGN.md section 5; ``<scope>`` = ``<tenant_id>/<project_id>/<environme
     quarantine/invalid/<sha256 of a key outside this layout>.quarantine
     derived/v1/<scope>/<dataset>.lance
     derived/v1/<scope>/engines/<euid>/<engine_id20>.json
+    derived/v1/<scope>/sweep/<euid>/state.json
     temporary/v1/<scope>/jobs/<job_id>/result.ndjson
 
 Every component is validated, so no key can contain ``..``, an empty segment, a
@@ -224,6 +225,16 @@ def engine_registry_key(scope: Scope, euid: str, engine_id: int) -> str:
     if isinstance(engine_id, bool) or not isinstance(engine_id, int) or not 0 <= engine_id <= MAX_SEQUENCE:
         raise InvalidKeyError("engine_id must be an integer in [0, 2**64 - 1]")
     return f"{engine_registry_prefix(scope, euid)}{engine_id:020d}.json"
+
+
+def sweep_state_prefix(scope: Scope, euid: str) -> str:
+    """Where the sweep keeps what it last saw of one stream (derived: rebuilt by sweeping again)."""
+    return f"{DERIVED_ROOT}/{scope.path}/sweep/{_euid(euid)}/"
+
+
+def sweep_state_key(scope: Scope, euid: str) -> str:
+    """The sweep's state of one stream, ``derived/v1/<scope>/sweep/<euid>/state.json``."""
+    return f"{sweep_state_prefix(scope, euid)}state.json"
 
 
 def job_result_key(scope: Scope, job_id: str) -> str:

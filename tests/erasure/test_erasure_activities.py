@@ -12,6 +12,7 @@ from erasure_corpus import project_corpus
 from formats import object_keys
 from formats.contracts import ScopeRef
 from formats.contracts import erasure as e
+from formats.contracts import projection as c
 
 
 def scope_ref(world: Any) -> ScopeRef:
@@ -40,9 +41,16 @@ def stream_objects(world: Any, euid: str) -> int:
 
 def registry_entries(world: Any, euid: str) -> int:
     """Object versions of the stream's engine registry (derived/v1/<scope>/engines/<euid>/)."""
-    page = world.s3.list_object_versions(
-        Bucket=world.bucket, Prefix=object_keys.engine_registry_prefix(world.scope, euid)
-    )
+    return _versions(world, object_keys.engine_registry_prefix(world.scope, euid))
+
+
+def sweep_states(world: Any, euid: str) -> int:
+    """Object versions of the stream's sweep state (derived/v1/<scope>/sweep/<euid>/)."""
+    return _versions(world, object_keys.sweep_state_prefix(world.scope, euid))
+
+
+def _versions(world: Any, prefix: str) -> int:
+    page = world.s3.list_object_versions(Bucket=world.bucket, Prefix=prefix)
     return len(page.get("Versions", [])) + len(page.get("DeleteMarkers", []))
 
 
@@ -57,12 +65,15 @@ def test_process_euid_erasure_removes_the_stream_and_only_it(eworld, tmp_path: P
     by_stream = Counter(x.execution_id[:32] for x in corpus.truth.executions)
     assert by_stream[gone] and by_stream[kept]
     assert registry_entries(eworld, gone) and registry_entries(eworld, kept)  # projection registered
+    eworld.maintenance.sweep(c.SweepInput(scope_ref(eworld), silence_limit_s=0))
+    assert sweep_states(eworld, gone) and sweep_states(eworld, kept)  # the sweep closed both streams
     plan, check = run_all(eworld, e.Selector(process_euids=(gone,)), "er-euid")
     assert plan.euids == (gone,)
     assert check.clean, check
     assert stream_objects(eworld, gone) == 0
     assert stream_objects(eworld, kept) > 0
     assert registry_entries(eworld, gone) == 0 and registry_entries(eworld, kept) > 0
+    assert sweep_states(eworld, gone) == 0 and sweep_states(eworld, kept) > 0
     assert root_rows_in_clickhouse(eworld, gone) == {}
     assert len(root_rows_in_clickhouse(eworld, kept)) == len(
         [x for x in corpus.truth.executions if x.execution_id.startswith(kept) and x.status != "abandoned"]

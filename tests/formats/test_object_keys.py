@@ -34,6 +34,10 @@ def test_layout_matches_the_design() -> None:
         == "s3://lake/derived/v1/acme/billing/prod/values_v1.lance"
     )
     assert ok.job_result_key(SCOPE, "job-1") == "temporary/v1/acme/billing/prod/jobs/job-1/result.ndjson"
+    assert ok.sweep_state_key(SCOPE, EUID) == f"derived/v1/acme/billing/prod/sweep/{EUID}/state.json"
+    assert ok.sweep_state_key(SCOPE, EUID).startswith(ok.sweep_state_prefix(SCOPE, EUID))
+    with pytest.raises(ok.InvalidKeyError):
+        ok.sweep_state_key(SCOPE, EUID.upper())
 
 
 def test_largest_sequence_is_twenty_digits() -> None:

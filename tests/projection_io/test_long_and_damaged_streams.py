@@ -205,3 +205,11 @@ def test_a_sweep_tick_reads_only_what_arrived_since_the_last(world) -> None:  # 
     assert maintenance.sweep(c.SweepInput(scope, silence_limit_s=0)).outcomes == ()
     assert reads() == [] and [p.get("StartAfter") for p in meta_listings()] == [late]
     assert ledger(world, s)[target] == ("abandoned", "no_root_ended")
+
+    # A worker that starts reads what the last tick kept of the stream in the bucket: one GET of
+    # its state and a listing after its last key, not the stream's listing and segments again.
+    calls.clear()
+    restarted = world.maintenance
+    assert restarted.sweep(c.SweepInput(scope, silence_limit_s=0)).outcomes == ()
+    assert reads() == [object_keys.sweep_state_key(world.scope, s.euid_hex)]
+    assert [p.get("StartAfter") for p in meta_listings()] == [late]
