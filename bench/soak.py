@@ -123,8 +123,14 @@ def plan_streams(base: Path, streams: int, rate: float, small: int, small_rate: 
     return specs
 
 
-def run_load(conn: Connection, gateway_url: str, token: str, minutes: float, specs: list[StreamSpec]) -> None:
-    """A load-generator process: start every stream, run until told to stop, flush, report the truth."""
+def run_load(
+    conn: Connection, gateway_url: str, token: str, minutes: float, specs: list[StreamSpec], ship_s: float
+) -> None:
+    """A load-generator process: start every stream, run until told to stop, flush, report the truth.
+
+    Each publisher gets up to ``ship_s`` to ship what its stream wrote: a process that outlives
+    its load ships its backlog, and an overloaded stack leaves one (the publishers' flushes miss
+    their deadline while the stack's moto and gateway share the machine)."""
     synths = [LiveSynth(s.profile_dir, stream_config(s, minutes), tick_s=0.05) for s in specs]
     pubs = [
         Publisher(PublisherSettings(gateway_url=gateway_url, token=token, profile_dir=Path(s.profile_dir)))
@@ -139,7 +145,7 @@ def run_load(conn: Connection, gateway_url: str, token: str, minutes: float, spe
     truths = [s.stop(timeout=120) for s in synths]
     # Every publisher's last flush ships what its stream wrote when it stopped.
     with ThreadPoolExecutor(len(pubs)) as pool:
-        ended = list(pool.map(lambda p: p.flush_and_join(300), pubs))
+        ended = list(pool.map(lambda p: p.flush_and_join(ship_s), pubs))
     out = []
     for spec, truth, pub, done in zip(specs, truths, pubs, ended, strict=True):
         stats = pub.stats()
@@ -570,7 +576,8 @@ def soak(
     for share in shares:
         parent, child = ctx.Pipe()
         proc = ctx.Process(
-            target=run_load, args=(child, state.gateway_url, state.publisher_token, args.minutes, share)
+            target=run_load,
+            args=(child, state.gateway_url, state.publisher_token, args.minutes, share, args.drain_timeout),
         )
         proc.start()
         children.loads.append((proc, parent))
@@ -659,14 +666,24 @@ def soak(
     t_stop = time.time()
     for _, conn in loads:
         conn.send("stop")
+    print("load stopped; the publishers ship what is left", flush=True)
     streams: list[dict[str, Any]] = []
     for proc, conn in loads:
+        while not conn.poll(args.sample_s):  # the stack works on meanwhile: keep sampling it
+            s = take()
+            if s.t - last_print >= 30:
+                last_print = s.t
+                print(
+                    f"  {s.t - t_start:5.0f}  {s.visible:7d}  {s.in_flight:9d}  {s.running:10d}"
+                    f"  {s.completed:7d}  {s.load1:5.2f}  shipping",
+                    flush=True,
+                )
         streams += conn.recv()
         proc.join(30)
     t_flushed = time.time()
     truth = Truth(streams)
     executions = truth.executions()
-    print(f"load stopped; last flushes done in {t_flushed - t_stop:.1f} s; draining", flush=True)
+    print(f"last flushes done {t_flushed - t_stop:.1f} s after the load stopped; draining", flush=True)
 
     dep = world.deployment
     lance = LanceStore.in_bucket(dep.bucket, dep)

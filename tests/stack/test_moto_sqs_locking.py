@@ -8,39 +8,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from moto.sqs.models import Message, Queue, SQSBackend, sqs_backends
-
-from worker.stack import moto_sqs_locking, moto_sqs_speedup
+from moto.sqs.models import SQSBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def patched(monkeypatch: pytest.MonkeyPatch) -> Iterator[SQSBackend]:
-    """moto's SQS with the patch, in this process, put back as released afterwards."""
-    # Recorded by monkeypatch first, so its teardown puts back what apply() replaces.
-    for owner, name in (
-        (Queue, "delete_message"),
-        (SQSBackend, "receive_message"),
-        (Message, "visible"),
-        (Message, "delayed"),
-        (SQSBackend, "is_message_valid_based_on_retention_period"),
-    ):
-        monkeypatch.setattr(owner, name, getattr(owner, name))
-    monkeypatch.setattr(moto_sqs_locking, "_applied", False)
-    monkeypatch.setattr(moto_sqs_speedup, "_applied", False)
-    moto_sqs_locking.apply()
-    moto_sqs_speedup.apply()  # as the stack's moto runs (it makes a deep queue cheap to receive from)
-    backend = sqs_backends["123456789012"]["us-east-1"]
-    try:
-        yield backend
-    finally:
-        for name in list(backend.queues):
-            backend.delete_queue(name)
+def patched(moto_sqs_patched: SQSBackend) -> SQSBackend:
+    return moto_sqs_patched
 
 
 def test_a_delete_waits_for_the_queues_lock(patched: SQSBackend) -> None:

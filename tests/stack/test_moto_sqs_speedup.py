@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-from moto.sqs.models import Message, SQSBackend
+import pytest
+from moto.sqs.models import Message, Queue, SQSBackend
 
 from worker.stack import moto_sqs_speedup
 
+# moto's own code, taken when this module is imported (before any test applies the patches).
 ORIGINAL = (Message.visible, Message.delayed, SQSBackend.is_message_valid_based_on_retention_period)
+ORIGINAL_ATTRIBUTES: property = Queue.__dict__["attributes"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Queue:
@@ -41,7 +49,7 @@ def _message(visible_in_s: float, delayed_for_s: float, sent_s_ago: float) -> Me
     return m
 
 
-def test_the_patched_checks_agree_with_moto() -> None:
+def test_the_patched_checks_agree_with_moto(moto_sqs_patched: SQSBackend) -> None:
     cases = [
         _message(visible, delayed, sent)
         for visible in (-60.0, 60.0)
@@ -56,15 +64,94 @@ def test_the_patched_checks_agree_with_moto() -> None:
         (visible.fget(m), delayed.fget(m), retained(backend, "q", m))  # type: ignore[attr-defined]
         for m in cases
     ]
-    moto_sqs_speedup.apply()
-    try:
-        got = [
-            (m.visible, m.delayed, SQSBackend.is_message_valid_based_on_retention_period(backend, "q", m))
-            for m in cases
-        ]  # type: ignore[arg-type]
-    finally:
-        Message.visible, Message.delayed, SQSBackend.is_message_valid_based_on_retention_period = ORIGINAL  # type: ignore[method-assign]
-        moto_sqs_speedup._applied = False
+    got = [
+        (m.visible, m.delayed, SQSBackend.is_message_valid_based_on_retention_period(backend, "q", m))  # type: ignore[arg-type]
+        for m in cases
+    ]
     assert got == expected
     # Every combination occurs: the cases are not all alike.
     assert {g[0] for g in got} == {g[1] for g in got} == {g[2] for g in got} == {True, False}
+
+
+QUEUES = {
+    "standard": {},
+    "fifo.fifo": {"FifoQueue": "true"},
+    "fifo-content.fifo": {"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+    "kms": {"KmsMasterKeyId": "alias/key", "KmsDataKeyReusePeriodSeconds": "600"},
+    "policy": {"Policy": json.dumps({"Version": "2012-10-17", "Statement": []}), "DelaySeconds": "0"},
+    "redrive": {
+        "RedrivePolicy": json.dumps(
+            {"deadLetterTargetArn": "arn:aws:sqs:us-east-1:123456789012:standard", "maxReceiveCount": 3}
+        )
+    },
+}
+NAMES = sorted({*Queue.BASE_ATTRIBUTES, *Queue.FIFO_ATTRIBUTES, *Queue.KMS_ATTRIBUTES, "Nope"})
+
+
+def test_a_sends_attribute_lookup_agrees_with_moto(moto_sqs_patched: SQSBackend) -> None:
+    assert ORIGINAL_ATTRIBUTES.fget.__module__ == "moto.sqs.models"  # type: ignore[union-attr]
+    for name, attributes in QUEUES.items():
+        queue = moto_sqs_patched.create_queue(name, **attributes)
+        moto_sqs_patched.send_message(name, "m", group_id="g", deduplication_id="d")
+        expected = ORIGINAL_ATTRIBUTES.fget(queue)  # type: ignore[misc]
+        lookup = moto_sqs_speedup._Lookup(queue)
+        got = {n: lookup.get(n, "absent") for n in NAMES}
+        assert got == {n: expected.get(n, "absent") for n in NAMES}, name
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every time moto counts a queue's visible messages (one walk of the queue)."""
+    walks: list[int] = []
+    count = Queue.__dict__["approximate_number_of_messages"].fget
+
+    def counting(self: Queue) -> int:
+        walks.append(1)
+        return int(count(self))
+
+    monkeypatch.setattr(Queue, "approximate_number_of_messages", property(counting))
+    return walks
+
+
+def test_a_send_does_not_walk_the_queue(moto_sqs_patched: SQSBackend, counted: list[int]) -> None:
+    moto_sqs_patched.create_queue("deep")
+    for i in range(50):
+        moto_sqs_patched.send_message("deep", f"m{i}")
+    assert counted == []  # moto as released walks the queue once per send here (checked)
+    # A FIFO queue with content-based deduplication still drops a repeat sent within five minutes.
+    moto_sqs_patched.create_queue("dedup.fifo", FifoQueue="true", ContentBasedDeduplication="true")
+    for _ in range(2):
+        moto_sqs_patched.send_message("dedup.fifo", "same body", group_id="g")
+    assert len(moto_sqs_patched.get_queue("dedup.fifo")._messages) == 1
+
+
+def test_get_queue_attributes_builds_them_once(moto_sqs_patched: SQSBackend, counted: list[int]) -> None:
+    moto_sqs_patched.create_queue("status")
+    for i in range(7):
+        moto_sqs_patched.send_message("status", f"m{i}")
+    moto_sqs_patched.receive_message("status", 3, 0, 600)
+    counted.clear()
+    got = moto_sqs_patched.get_queue_attributes(
+        "status", ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )
+    assert got == {"ApproximateNumberOfMessages": 4, "ApproximateNumberOfMessagesNotVisible": 3}
+    assert len(counted) == 1  # moto as released: 6 times for these two names (checked)
+    everything = moto_sqs_patched.get_queue_attributes("status", ["All"])
+    assert everything["ApproximateNumberOfMessages"] == 4 and everything["QueueArn"].endswith(":status")
+
+
+def test_the_stacks_moto_applies_it() -> None:
+    # In a child: the patch is process-wide.
+    code = (
+        "from worker.stack.moto_store import moto_app; moto_app();"
+        " from moto.sqs.models import Message, Queue, SQSBackend;"
+        " print(Message.visible.fget.__qualname__, Queue.attributes.fget.__qualname__,"
+        " SQSBackend.send_message.__qualname__, SQSBackend.get_queue_attributes.__qualname__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == [
+        "_visible",
+        "_attributes.<locals>.attributes",
+        "_in_call.<locals>.call",
+        "_in_call.<locals>.call",
+    ]
