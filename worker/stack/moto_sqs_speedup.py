@@ -24,11 +24,11 @@ originals by tests/stack/test_moto_sqs_speedup.py. Only the stack's moto process
 The send side had the same cost (2026-12-06, a 10-minute soak at 100 executions/s whose queue
 held 14,000 messages): every S3 notification is a ``SendMessage`` inside moto's PutObject, and
 ``SQSBackend.send_message`` reads ``queue.attributes.get("ContentBasedDeduplication")``, which
-builds every attribute, the three message counts included: each PUT walked the queue four times.
+builds every attribute, the three message counts included: each PUT walked the queue three times.
 py-spy on the stack's moto: 33% of its samples there, moto at 60% of a core, and the drain slowed
 as the queue grew. A send now looks its attributes up one by one (:class:`_Lookup`, the same
 values as moto's dict for every name, checked by the tests), and ``GetQueueAttributes`` builds the
-dict once per call instead of once plus twice per name asked.
+dict once per call instead of three times per name asked.
 """
 
 from __future__ import annotations
