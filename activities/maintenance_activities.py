@@ -69,14 +69,18 @@ class MaintenanceActivities:
         silent = 0
         for prefix in streams:
             euid = prefix.rstrip("/").rsplit("/", 1)[-1]
-            if not memory.knows(prefix):
-                self._recall_sweep_state(reader, scope, euid, prefix, tick)
+            recalled = not memory.knows(prefix) and self._recall_sweep_state(
+                reader, scope, euid, prefix, tick
+            )
             after = memory.start_after(prefix, tick)
             listed = list(reader.list_objects(prefix + "meta/", after))
             seen = memory.listed(prefix, [(o.key, o.last_modified) for o in listed], tick, full=after is None)
             if seen is None or (now - seen.newest).total_seconds() < limit:
                 continue
             silent += 1
+            if not memory.closed(prefix, generation) and not recalled:
+                # Another worker's tick may have closed it since this worker listed it.
+                self._recall_sweep_state(reader, scope, euid, prefix, tick)
             if memory.closed(prefix, generation):
                 continue
             metas = listed if after is None else list(reader.list_objects(prefix + "meta/"))
@@ -102,17 +106,19 @@ class MaintenanceActivities:
 
     def _recall_sweep_state(
         self, reader: EvidenceReader, scope: Scope, euid: str, prefix: str, tick: float
-    ) -> None:
-        """What a tick of any worker kept of a stream it closed (:mod:`activities.sweep_memory`)."""
+    ) -> bool:
+        """What a tick of any worker kept of a stream it closed (:mod:`activities.sweep_memory`);
+        whether there was such a state."""
         key = object_keys.sweep_state_key(scope, euid)
         data = reader.get_raw(key)
         if data is None:
-            return
+            return False
         seen = decode_state(data, prefix, tick)
         if seen is None:
             log.warning("sweep state %s unreadable: the stream is listed and read in full", key)
-            return
+            return False
         self.sweep_memory.recall(prefix, seen)
+        return True
 
     def _abandoned_inputs(
         self, reader: EvidenceReader, scope: Scope, euid: str, metas: list[Any], already: set[str]

@@ -22,7 +22,9 @@ What a tick closes is also kept in the bucket, one small object per stream
 number of meta objects and the generation it was closed in; no value, no content of a segment).
 A worker that starts reads it for each stream it does not know yet, one GET instead of listing
 the stream in full and reading every meta segment of every silent stream again: a worker's
-restart costs the number of streams, not the bucket's history. Like everything derived, it is
+restart costs the number of streams, not the bucket's history. A worker that finds a silent
+stream it has not closed reads it too before the stream's segments: another worker's tick may
+have closed it. Like everything derived, it is
 rebuilt by sweeping again: a missing or unreadable state object is a stream not seen yet.
 """
 
@@ -106,9 +108,15 @@ class SweepMemory:
             return stream in self._streams
 
     def recall(self, stream: str, seen: StreamSeen) -> None:
-        """Take a stream's durable state (:func:`decode_state`) as this worker's memory of it."""
+        """Take a stream's durable state (:func:`decode_state`) as this worker's memory of it: all
+        of it for a stream this worker does not know, and for one it knows only the closing, when
+        both saw the same meta objects (else the state is older than this worker's listing)."""
         with self._lock:
-            self._keep(stream, seen)
+            known = self._streams.get(stream)
+            if known is None:
+                self._keep(stream, seen)
+            elif (known.last_key, known.keys) == (seen.last_key, seen.keys):
+                known.closed = seen.closed
 
     def start_after(self, stream: str, now: float) -> str | None:
         """The key after which to list ``stream``'s meta objects; None: list them all."""

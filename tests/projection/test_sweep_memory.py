@@ -133,3 +133,23 @@ def test_only_a_closed_stream_has_a_state_to_keep() -> None:
     assert seen is not None
     with pytest.raises(ValueError, match="closed"):
         encode_state(seen)
+
+
+def test_a_known_stream_takes_another_workers_closing_only_for_the_same_meta_objects() -> None:
+    closer = SweepMemory()
+    closer.listed(A, [meta(1), meta(2)], 0.0, full=True)
+    closed = closer.close(A, 1)
+    assert closed is not None
+    state = decode_state(encode_state(closed), A, 10.0)
+    assert state is not None
+
+    same = SweepMemory()  # listed the stream before the other worker closed it
+    same.listed(A, [meta(1), meta(2)], 5.0, full=True)
+    same.recall(A, state)
+    assert same.closed(A, 1)
+
+    ahead = SweepMemory()  # has listed a meta object that arrived after the closing
+    ahead.listed(A, [meta(1), meta(2), meta(3)], 5.0, full=True)
+    ahead.recall(A, state)
+    assert not ahead.closed(A, 1)
+    assert ahead.start_after(A, 6.0) == meta(3)[0]  # its own listing stands

@@ -185,6 +185,10 @@ def test_a_sweep_tick_reads_only_what_arrived_since_the_last(world) -> None:  # 
         return [p["Key"] for op, p in calls if op == "GetObject"]
 
     target = s.executions[1].execution_id
+    # Another worker lists the stream while it is not yet silent: it knows it, and has not closed it.
+    other = world.maintenance
+    assert other.sweep(c.SweepInput(scope, silence_limit_s=10**6)).streams_silent == 0
+    calls.clear()
     first = maintenance.sweep(c.SweepInput(scope, silence_limit_s=0))
     open_roots = {s.executions[1].execution_id, s.executions[2].execution_id}
     assert {o.root_id: o.outcome for o in first.outcomes} == dict.fromkeys(open_roots, c.ABANDONED)
@@ -205,6 +209,12 @@ def test_a_sweep_tick_reads_only_what_arrived_since_the_last(world) -> None:  # 
     assert maintenance.sweep(c.SweepInput(scope, silence_limit_s=0)).outcomes == ()
     assert reads() == [] and [p.get("StartAfter") for p in meta_listings()] == [late]
     assert ledger(world, s)[target] == ("abandoned", "no_root_ended")
+
+    # The other worker finds the stream silent, and closed by this one's tick: it reads the state,
+    # not the stream's segments.
+    calls.clear()
+    assert other.sweep(c.SweepInput(scope, silence_limit_s=0)).outcomes == ()
+    assert reads() == [object_keys.sweep_state_key(world.scope, s.euid_hex)]
 
     # A worker that starts reads what the last tick kept of the stream in the bucket: one GET of
     # its state and a listing after its last key, not the stream's listing and segments again.
