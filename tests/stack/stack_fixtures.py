@@ -101,3 +101,14 @@ def stack_pids(state: StackState) -> list[int]:
 
 def stop_stack(run_dir: Path) -> subprocess.CompletedProcess[str]:
     return cli("stack", "down", "--run-dir", str(run_dir))
+
+
+def in_stack_moto(imports: str, expression: str) -> str:
+    """``expression`` evaluated in a child process whose moto is patched as the stack's moto
+    process patches it (``moto_app``); the patches are process-wide, and the tests' own process
+    uses moto as released."""
+    code = f"from worker.stack.moto_store import moto_app; moto_app(); {imports}; print({expression})"
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    ).stdout.strip()

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 from moto.s3.models import S3Backend
+from stack_fixtures import in_stack_moto
 
 from worker.stack import moto_listing_speedup
 
-ROOT = Path(__file__).resolve().parents[2]
 ORIGINAL = S3Backend.list_objects
 KEYS = [
     "evidence/a/meta/0001",
@@ -124,10 +121,5 @@ def test_a_prefix_reads_only_the_keys_under_it(restore: None, monkeypatch: pytes
 
 
 def test_the_stacks_moto_applies_it() -> None:
-    # In a child: the patch is process-wide, and this process's other tests use moto as released.
-    code = (
-        "from worker.stack.moto_store import moto_app; moto_app();"
-        " from moto.s3.models import S3Backend; print(S3Backend.list_objects.__qualname__)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip() == "prefixed.<locals>.list_objects"
+    qualname = in_stack_moto("from moto.s3.models import S3Backend", "S3Backend.list_objects.__qualname__")
+    assert qualname == "prefixed.<locals>.list_objects"

@@ -4,16 +4,12 @@ stress below without the patch, none with it)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from moto.sqs.models import SQSBackend
-
-ROOT = Path(__file__).resolve().parents[2]
+from stack_fixtures import in_stack_moto
 
 
 @pytest.fixture
@@ -78,14 +74,11 @@ def test_senders_receivers_and_deleters_at_once_lose_no_message(patched: SQSBack
 
 
 def test_the_stacks_moto_applies_it() -> None:
-    # In a child: the patch is process-wide.
-    code = (
-        "from worker.stack.moto_store import moto_app; moto_app();"
-        " from moto.sqs.models import Queue, SQSBackend;"
-        " print(Queue.delete_message.__qualname__, SQSBackend.receive_message.__qualname__)"
+    got = in_stack_moto(
+        "from moto.sqs.models import Queue, SQSBackend",
+        "Queue.delete_message.__qualname__, SQSBackend.receive_message.__qualname__",
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.split() == [
+    assert got.split() == [
         "_locked_delete.<locals>.delete_message",
         "_locked_receive.<locals>.receive_message",
     ]

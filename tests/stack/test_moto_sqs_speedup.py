@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from moto.sqs.models import Message, Queue, SQSBackend
+from stack_fixtures import in_stack_moto
 
 from worker.stack import moto_sqs_speedup
 
 # moto's own code, taken when this module is imported (before any test applies the patches).
 ORIGINAL = (Message.visible, Message.delayed, SQSBackend.is_message_valid_based_on_retention_period)
 ORIGINAL_ATTRIBUTES: property = Queue.__dict__["attributes"]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Queue:
@@ -141,15 +138,12 @@ def test_get_queue_attributes_builds_them_once(moto_sqs_patched: SQSBackend, cou
 
 
 def test_the_stacks_moto_applies_it() -> None:
-    # In a child: the patch is process-wide.
-    code = (
-        "from worker.stack.moto_store import moto_app; moto_app();"
-        " from moto.sqs.models import Message, Queue, SQSBackend;"
-        " print(Message.visible.fget.__qualname__, Queue.attributes.fget.__qualname__,"
-        " SQSBackend.send_message.__qualname__, SQSBackend.get_queue_attributes.__qualname__)"
+    got = in_stack_moto(
+        "from moto.sqs.models import Message, Queue, SQSBackend",
+        "Message.visible.fget.__qualname__, Queue.attributes.fget.__qualname__,"
+        " SQSBackend.send_message.__qualname__, SQSBackend.get_queue_attributes.__qualname__",
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.split() == [
+    assert got.split() == [
         "_visible",
         "_attributes.<locals>.attributes",
         "_in_call.<locals>.call",
