@@ -44,7 +44,8 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.dataplane.aws import aws_client
@@ -297,7 +298,7 @@ class Bridge:
             slot = _SLOT.get()
             if slot is not None:
                 slot.release()
-            outcome = await handle.result()
+            outcome = await self._result(handle)
         except WorkflowFailureError as exc:
             cause = exc.cause
             log.warning("workflow %s failed: %s", r.workflow_id, type(cause).__name__)
@@ -311,6 +312,30 @@ class Bridge:
         if r.kind == "pack" and outcome.done and outcome.quarantined is None:
             await self._wake_metas(stream, outcome.landed_cids)
         return ObjectResult(event.key, outcome.done, outcome.quarantined)
+
+    async def _result(self, handle: WorkflowHandle[Any, c.WorkflowOutcomes]) -> c.WorkflowOutcomes:
+        """The started workflow's outcome. Each wait is a long poll of its history, and a server
+        refuses long polls past its limit per namespace (RESOURCE_EXHAUSTED, "namespace concurrent
+        poller limit exceeded": seen with 1,300 messages in hand in a 10-minute soak at 100
+        executions/s). The workflow runs on meanwhile, so the wait is asked again after a pause,
+        with the message still in hand: giving it back costs a receive, and the fifth receive
+        dead-letters a message whose workflow succeeds (one did in that soak)."""
+
+        def throttled(exc: BaseException) -> bool:
+            return isinstance(exc, RPCError) and exc.status == RPCStatusCode.RESOURCE_EXHAUSTED
+
+        def count(_: RetryCallState) -> None:
+            self.tally["result_throttled"] += 1
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(throttled),
+            wait=wait_random_exponential(multiplier=0.5, max=30),
+            before_sleep=count,
+            reraise=True,
+        ):
+            with attempt:
+                return await handle.result()
+        raise AssertionError("unreachable: AsyncRetrying returns or raises")
 
     # --- messages ----------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -363,3 +364,40 @@ def test_a_bug_is_logged_and_counted_while_boundary_down_is_retried(
     assert any("generation lookup failed" in m and "BoundaryError" in m for m in warned), warned
     # The bug is not passed off as a Boundary failure.
     assert not any("generation lookup failed" in m and "_Bug" in m for m in warned), warned
+
+
+class _Throttled:
+    """A started workflow's handle whose first result waits the server refuses, as Temporal does
+    past its long polls per namespace."""
+
+    def __init__(self, handle: Any, refusals: int) -> None:
+        self._handle = handle
+        self.refusals = refusals
+
+    async def result(self) -> Any:
+        if self.refusals:
+            self.refusals -= 1
+            refused = RPCStatusCode.RESOURCE_EXHAUSTED
+            raise RPCError("namespace concurrent poller limit exceeded", refused, b"")
+        return await self._handle.result()
+
+
+def test_a_refused_result_wait_is_asked_again_with_the_message_in_hand(moto_url: str) -> None:
+    key = KEY.format(seq="0" * 19 + "7")
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        start = bridge.start
+
+        async def throttled_start(r: Any) -> Any:
+            return _Throttled(await start(r), refusals=3)
+
+        bridge.start = throttled_start  # type: ignore[method-assign]
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", key))
+        await _until(lambda: _empty(q), 30, "the message deleted once its workflow is done")
+        # Waited again three times, never given back to SQS (each receive counts towards the
+        # dead-letter queue): without the retry the message is left for redelivery (checked).
+        assert bridge.tally["result_throttled"] == 3
+        assert bridge.tally["retry"] == 0 and bridge.tally["delete"] == 1
+        assert _count(q.sqs, q.dlq) == (0, 0)
+
+    _run(moto_url, scenario)
