@@ -282,3 +282,33 @@ def test_the_committers_fold_thread_holds_the_lease_and_leaves_anothers_folds_al
     ds = _open(store)
     unindexed = _unindexed(ds)
     assert unindexed["string"] >= 30 and unindexed["execution_id"] <= 20
+
+
+def test_a_committer_keeps_the_versions_while_another_holds_the_lease(tmp_path: Path) -> None:
+    # A fold reads one version and may run longer than the committers keep versions (retain_s):
+    # under another's lease, a committer removes none (here every version but the newest is old).
+    store = _indexed(tmp_path)
+    assert index_lease.take(_open(store), "fold-1", 60)
+    folding = _open(store)
+    held = len(folding.versions())
+
+    def cleaning_committer() -> LanceCommitter:
+        return LanceCommitter(
+            LanceStore(root=tmp_path), interval_s=0.0, max_fragments=2, retain_s=0.0, cleanup_interval_s=0.0
+        )
+
+    other = cleaning_committer()
+    for i in range(8, 11):
+        other.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    other.close()
+    assert other.stats.cleanups == 0 and other.stats.compactions_deferred >= 1
+    assert len(_open(store).versions()) >= held + 3  # the fold's version among them
+    _ngram_fold(folding)
+    index_lease.release(partial(_open, store), "fold-1")
+
+    after = cleaning_committer()
+    for i in range(11, 14):
+        after.merge(SCOPE, LEAVES, leaf_rows(i * 10, 10))
+    after.close()
+    assert after.stats.cleanups >= 1 and len(_open(store).versions()) < held
+    assert _open(store).count_rows() == 140
