@@ -19,13 +19,12 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``:
   values are found by CID, and merges probe keys, through an index), and, at most once per
   ``cleanup_interval_s``, removes versions older than ``retain_s`` (readers bound to a version keep
-  it that long; while another process holds the index lease, neither compaction nor cleanup runs,
-  as its fold reads one version for as long as it takes). Not at every compaction: Lance's cleanup reads the manifest of every version it
-  keeps, so its cost is the versions held (on moto, 56 ms of the worker's CPU and 260 ms of moto's
-  at 100 versions, 718 and 1,710 ms at 600), and a dataset committed once a second holds
-  ``retain_s`` seconds of versions. It runs on the dataset's
-  leader thread before its next commit, so this process never commits into a dataset it is
-  compacting;
+  it that long; while a fold holds the index lease, neither compaction nor cleanup runs, as the
+  fold reads one version for as long as it takes). Not at every compaction: Lance's cleanup reads
+  the manifest of every version it keeps, so its cost is the versions held (on moto, 56 ms of the
+  worker's CPU and 260 ms of moto's at 100 versions, 718 and 1,710 ms at 600), and a dataset
+  committed once a second holds ``retain_s`` seconds of versions. It runs on the dataset's leader
+  thread before its next commit, so this process never commits into a dataset it is compacting;
 * **query-index folds beside the commits**: new rows are folded into the query indexes once
   ``query_fold_rows`` wait (``DatasetSpec.query_indexed``; the n-gram's once ``ngram_fold_rows``
   wait) by one fold thread per dataset, not by the leader: a fold takes seconds (an n-gram's at
@@ -238,7 +237,7 @@ class LanceCommitter:
                 ds = self.store.newest(scope, dataset)
             fold_new_rows(ds, dataset, dict.fromkeys(lookup, 1))
             last = self._cleaned.get(key)
-            # Not under another's lease either: a fold reads one version and may run longer than
+            # Not under a live index lease either: a fold reads one version and may run longer than
             # retain_s under load; removing that version failed the fold (a 10-minute soak at
             # 100 executions/s, 2026-12-06: the IndexAndCompact tick failed twice on a missing
             # manifest and never finished). The versions wait for the lease's release.
