@@ -93,16 +93,20 @@ class MaintenanceActivities:
                 got, _, _ = self.p._project(reader, scope, generation, inputs, sweep=True, meta_key=None)
                 outcomes.extend(got)
             if all(o.outcome in c.DONE_OUTCOMES for o in got):  # a pending one: the next tick again
-                closed = memory.close(prefix, generation)
-                assert closed is not None
-                self.p.s3.put_object(
-                    Bucket=self.p.bucket,
-                    Key=object_keys.sweep_state_key(scope, euid),
-                    Body=encode_state(closed),
-                    ContentType="application/json",
-                )
+                self._keep_sweep_state(scope, euid, prefix, generation)
         log.info("sweep streams=%d silent=%d abandoned=%d", len(streams), silent, len(outcomes))
         return c.SweepResult(len(streams), silent, generation, tuple(outcomes))
+
+    def _keep_sweep_state(self, scope: Scope, euid: str, prefix: str, generation: int) -> None:
+        """Close the stream in this worker's memory and in the bucket, for every worker's later ticks."""
+        closed = self.sweep_memory.close(prefix, generation)
+        assert closed is not None  # listed by this tick
+        self.p.s3.put_object(
+            Bucket=self.p.bucket,
+            Key=object_keys.sweep_state_key(scope, euid),
+            Body=encode_state(closed),
+            ContentType="application/json",
+        )
 
     def _recall_sweep_state(
         self, reader: EvidenceReader, scope: Scope, euid: str, prefix: str, tick: float

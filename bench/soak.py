@@ -621,6 +621,15 @@ def soak(
 
     t_start = time.time()
     take()
+
+    def progress(s: Sample, tail: str) -> None:
+        """One line of the run's progress table (the header below), every 30 s."""
+        print(
+            f"  {s.t - t_start:5.0f}  {s.visible:7d}  {s.in_flight:9d}  {s.running:10d}"
+            f"  {s.completed:7d}  {s.load1:5.2f}  {tail}",
+            flush=True,
+        )
+
     duration = args.minutes * 60
     kill_at = t_start + duration * args.kill_at if args.kill_at >= 0 else None
     index_at = t_start + args.index_after if args.index_after >= 0 else None
@@ -657,12 +666,7 @@ def soak(
         restarted = restarted or restart_seen(killed, children, beat, state, worker2_log)
         if s.t - last_print >= 30:
             last_print = s.t
-            print(
-                f"  {s.t - t_start:5.0f}  {s.visible:7d}  {s.in_flight:9d}  {s.running:10d}"
-                f"  {s.completed:7d}  {s.load1:5.2f}"
-                f"  {s.rss.get('worker 1', 0):6.0f}/{s.rss.get('worker 2', 0):.0f}",
-                flush=True,
-            )
+            progress(s, f"{s.rss.get('worker 1', 0):6.0f}/{s.rss.get('worker 2', 0):.0f}")
     t_stop = time.time()
     for _, conn in loads:
         conn.send("stop")
@@ -673,11 +677,7 @@ def soak(
             s = take()
             if s.t - last_print >= 30:
                 last_print = s.t
-                print(
-                    f"  {s.t - t_start:5.0f}  {s.visible:7d}  {s.in_flight:9d}  {s.running:10d}"
-                    f"  {s.completed:7d}  {s.load1:5.2f}  shipping",
-                    flush=True,
-                )
+                progress(s, "shipping")
         streams += conn.recv()
         proc.join(30)
     t_flushed = time.time()
@@ -705,12 +705,7 @@ def soak(
             break
         if s.t - last_print >= 30:
             last_print = s.t
-            print(
-                f"  {s.t - t_start:5.0f}  {s.visible:7d}  {s.in_flight:9d}  {s.running:10d}"
-                f"  {s.completed:7d}  {s.load1:5.2f}  in ledger {len(roots & set(executions))}"
-                f"/{len(executions)}",
-                flush=True,
-            )
+            progress(s, f"in ledger {len(roots & set(executions))}/{len(executions)}")
         time.sleep(args.sample_s)
     final = take()
     ticks = temporal.index_ticks()
