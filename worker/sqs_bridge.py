@@ -7,7 +7,8 @@ run is attached (``USE_EXISTING``); a run that completed is never repeated
 (``ALLOW_DUPLICATE_FAILED_ONLY`` raises WorkflowAlreadyStartedError, and the bridge then waits
 on the existing run's result by ID); only a failed, timed-out or terminated run may be started
 again. While the workflow runs the message's visibility is extended every
-``visibility_extension_s``, ten messages per call. The result decides
+``visibility_extension_s``, ten messages per call (a failed extension is tried again within a
+quarter of that: worker/bridge/visibility.py). The result decides
 (worker/bridge/disposition.py): delete, send to the dead-letter queue with the quarantine
 marker's key (the workflow wrote the marker), or leave for redelivery after ``retry_delay_s``.
 
@@ -56,6 +57,7 @@ from worker.bridge.delivery import DeliveryClock
 from worker.bridge.disposition import Disposition, ObjectResult, decide
 from worker.bridge.messages import MessageFormatError, ObjectEvent, parse_message
 from worker.bridge.routing import Route, environment_of, kind_of, route
+from worker.bridge.visibility import HeldVisibility
 from worker.settings import SqsBridgeSettings, get_bridge_settings
 
 if TYPE_CHECKING:  # boto3-stubs is a dev dependency
@@ -63,6 +65,10 @@ if TYPE_CHECKING:  # boto3-stubs is a dev dependency
     from mypy_boto3_sqs.type_defs import ChangeMessageVisibilityBatchRequestEntryTypeDef, MessageTypeDef
 
 log = logging.getLogger("baml_studio.sqs_bridge")
+
+# ChangeMessageVisibilityBatch calls in flight at once (each on a thread of asyncio's default
+# executor, shared with the bridge's other SQS calls).
+_EXTENSION_CALLS = 4
 
 QUARANTINE_ATTRIBUTE = "baml-quarantine-markers"  # DLQ message attribute: JSON [[marker, reason]]
 UNKNOWN_GENERATION = 0  # a key outside every environment: the workflow quarantines it first
@@ -221,8 +227,8 @@ class Bridge:
         # leaving them on their back-off timer; a meta waits briefly for the stream's packs in flight.
         self._metas: dict[str, set[str]] = {}
         self._packs: dict[str, set[asyncio.Event]] = {}
-        # Receipt handles of the messages being handled, in arrival order (_extend_held).
-        self._held: dict[str, None] = {}
+        # The messages being handled: when each one's visibility was last set (_extend_held).
+        self._held = HeldVisibility(settings.visibility_extension_s, settings.visibility_timeout_s)
 
     # --- workflows ---------------------------------------------------------------------------
 
@@ -340,31 +346,51 @@ class Bridge:
     # --- messages ----------------------------------------------------------------------------
 
     async def _extend_held(self) -> None:
-        """Keep every message in hand invisible while its workflows run: one loop, every
-        ``visibility_extension_s``, ten messages per ``ChangeMessageVisibilityBatch``.
+        """Keep every message in hand invisible while its workflows run: each is extended
+        ``visibility_extension_s`` after its visibility was last set, ten per
+        ``ChangeMessageVisibilityBatch``, up to ``_EXTENSION_CALLS`` calls at once.
 
-        A message whose workflow waits for its values is held for minutes. With one call per held
-        message every 20 s, 800 held messages cost 40 SQS calls a second, most of the bridge's
-        calls and a large share of what the embedded stack's moto serves (about 100 requests a
-        second in all, measured in bench/soak.py); batched, 4. A batch entry that fails (the
-        message was disposed of meanwhile) needs nothing: it is no longer held."""
+        A message whose workflow waits for its values is held for minutes; 1,300 were held at
+        once in a soak. One call per message every 20 s would be 65 calls a second; batched, 6.5.
+        The loop looks every quarter interval, so a message whose extension failed (a stalled or
+        refused call) is tried again within seconds, not a whole interval later, and the calls
+        run side by side, so one stalled call does not hold back every other message's
+        (worker/bridge/visibility.py)."""
+        calls = asyncio.Semaphore(_EXTENSION_CALLS)
+
+        async def extend(receipts: list[str]) -> None:
+            async with calls:
+                await self._extend(receipts)
+
         while True:
-            await asyncio.sleep(self.settings.visibility_extension_s)
-            receipts = list(self._held)
-            for start in range(0, len(receipts), 10):
-                entries: list[ChangeMessageVisibilityBatchRequestEntryTypeDef] = [
-                    {
-                        "Id": str(i),
-                        "ReceiptHandle": r,
-                        "VisibilityTimeout": self.settings.visibility_timeout_s,
-                    }
-                    for i, r in enumerate(receipts[start : start + 10])
-                ]
-                with contextlib.suppress(BotoCoreError, ClientError):
-                    await asyncio.to_thread(
-                        self.sqs.change_message_visibility_batch, QueueUrl=self.queue_url, Entries=entries
-                    )
-                self.tally["visibility_extensions"] += len(entries)
+            await asyncio.sleep(self.settings.visibility_extension_s / 4)
+            due = self._held.due(time.monotonic())
+            self.tally["visibility_lapsed"] = self._held.lapsed
+            await asyncio.gather(*(extend(due[i : i + 10]) for i in range(0, len(due), 10)))
+
+    async def _extend(self, receipts: list[str]) -> None:
+        entries: list[ChangeMessageVisibilityBatchRequestEntryTypeDef] = [
+            {"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": self.settings.visibility_timeout_s}
+            for i, r in enumerate(receipts)
+        ]
+        sent_at = time.monotonic()
+        try:
+            resp = await asyncio.to_thread(
+                self.sqs.change_message_visibility_batch, QueueUrl=self.queue_url, Entries=entries
+            )
+        except (BotoCoreError, ClientError) as exc:
+            # Still due: the next look, a quarter interval on, tries them again.
+            log.warning("visibility extension of %d messages failed: %s", len(receipts), type(exc).__name__)
+            self.tally["visibility_extension_failed"] += len(receipts)
+            return
+        for ok in resp.get("Successful", []):
+            self._held.extended(receipts[int(ok["Id"])], sent_at)
+        self.tally["visibility_extensions"] += len(resp.get("Successful", []))
+        for refused in resp.get("Failed", []):
+            # Disposed of meanwhile, or received again after its visibility ran out (its receipt
+            # is then stale): either way there is nothing left to extend for this receipt.
+            self._held.release(receipts[int(refused["Id"])])
+            self.tally["visibility_extension_refused"] += 1
 
     async def _dispose(self, message: MessageTypeDef, disposition: Disposition) -> None:
         receipt = message["ReceiptHandle"]
@@ -405,7 +431,7 @@ class Bridge:
             await self._dispose(message, Disposition("delete"))
             self.tally["ignored"] += 1
             return Disposition("delete")
-        self._held[message["ReceiptHandle"]] = None
+        self._held.hold(message["ReceiptHandle"], time.monotonic())
         try:
             results = await asyncio.wait_for(
                 asyncio.gather(*(self.run_object(e) for e in parsed.events)),
@@ -418,7 +444,7 @@ class Bridge:
             log.warning("message handling failed: %s %s", type(exc).__name__, exc.status.name)
             disposition = Disposition("retry")
         finally:
-            self._held.pop(message["ReceiptHandle"], None)
+            self._held.release(message["ReceiptHandle"])
         await self._dispose(message, disposition)
         self.tally[disposition.action] += 1
         for marker, reason in disposition.quarantined:

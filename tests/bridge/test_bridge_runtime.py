@@ -22,6 +22,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ConnectTimeoutError
 from moto.server import ThreadedMotoServer
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -106,7 +107,9 @@ async def _until(cond: Callable[[], Awaitable[bool]], timeout: float, what: str)
 Scenario = Callable[[Client, Queues, Bridge], Awaitable[None]]
 
 
-def _run(moto_url: str, scenario: Scenario, lookup: Callable[[str], int] = lambda _env: 1) -> None:
+def _run(
+    moto_url: str, scenario: Scenario, lookup: Callable[[str], int] = lambda _env: 1, **settings_given: Any
+) -> None:
     async def main() -> None:
         env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL))
         try:
@@ -119,7 +122,7 @@ def _run(moto_url: str, scenario: Scenario, lookup: Callable[[str], int] = lambd
                 visibility_extension_s=1.0,
                 retry_delay_s=1,
                 poll_interval_s=0.5,
-            )
+            ).model_copy(update=settings_given)
             bridge = Bridge(
                 settings,
                 sqs=q.sqs,
@@ -239,6 +242,51 @@ def test_held_messages_are_extended_ten_per_call(moto_url: str) -> None:
         await _until(lambda: _empty(q), 20, "every message deleted once done")
 
     _run(moto_url, scenario)
+
+
+class _FailingExtensions(_CountingSqs):
+    """Real SQS whose first ``failures`` visibility-batch calls fail as a stalled endpoint's do."""
+
+    def __init__(self, sqs: Any, failures: int) -> None:
+        super().__init__(sqs)
+        self.failures = failures
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> Any:
+        self.calls["change_message_visibility_batch"] += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectTimeoutError(endpoint_url="http://stalled")
+        return self._sqs.change_message_visibility_batch(**kwargs)
+
+
+def test_a_failed_extension_is_tried_again_before_the_visibility_runs_out(moto_url: str) -> None:
+    keys = [KEY.replace("/e1/", "/pending/").format(seq=f"{i:020d}") for i in range(21, 24)]
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        bridge.sqs = _FailingExtensions(q.sqs, failures=2)
+        for k in keys:
+            q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
+
+        async def all_held() -> bool:
+            return _count(q.sqs, q.url) == (0, len(keys))
+
+        await _until(all_held, 15, "every message received")
+        # Extensions are due 3 s after the receive, of a 6 s timeout. The first two fail; tried
+        # again a quarter interval later, the third lands before the timeout runs out. Tried only
+        # at the next whole interval (6 s on), the messages became visible again (checked).
+        await asyncio.sleep(7)
+        # Never visible again, so never received again (the bridge polls all along).
+        assert _count(q.sqs, q.url) == (0, len(keys))
+        assert bridge.delivery.received == len(keys)
+        assert bridge.tally["visibility_extension_failed"] == 2 * len(keys)
+        assert bridge.tally["visibility_extensions"] >= len(keys)
+        assert bridge.tally["visibility_lapsed"] == 0
+        for k in keys:
+            await client.get_workflow_handle(ids.project_meta_id(1, k)).signal("values_landed")
+        await _until(lambda: _empty(q), 20, "every message deleted once done")
+        assert bridge.tally["delete"] == len(keys)
+
+    _run(moto_url, scenario, visibility_timeout_s=6, visibility_extension_s=3.0)
 
 
 def test_quarantined_object_goes_to_the_dead_letter_queue_with_its_marker(moto_url: str) -> None:
