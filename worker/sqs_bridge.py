@@ -35,9 +35,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from botocore.exceptions import BotoCoreError, ClientError
@@ -65,10 +67,21 @@ if TYPE_CHECKING:  # boto3-stubs is a dev dependency
     from mypy_boto3_sqs.type_defs import ChangeMessageVisibilityBatchRequestEntryTypeDef, MessageTypeDef
 
 log = logging.getLogger("baml_studio.sqs_bridge")
+_T = TypeVar("_T")
 
-# ChangeMessageVisibilityBatch calls in flight at once (each on a thread of asyncio's default
-# executor, shared with the bridge's other SQS calls).
+# ChangeMessageVisibilityBatch calls in flight at once.
 _EXTENSION_CALLS = 4
+
+
+def sqs_call_threads(settings: SqsBridgeSettings) -> int:
+    """Threads (and pooled connections) for the bridge's blocking SQS calls: one disposal per
+    message in hand, the extension calls, the receive's long poll and the heartbeat's two counts.
+
+    asyncio's default executor has ``min(32, cores + 4)`` threads, six on two cores: in a soak at
+    100 executions/s the long poll, up to 32 deletes and every extension call queued for those
+    six, behind one another whenever moto was slow."""
+    return settings.max_in_flight + _EXTENSION_CALLS + 3
+
 
 QUARANTINE_ATTRIBUTE = "baml-quarantine-markers"  # DLQ message attribute: JSON [[marker, reason]]
 UNKNOWN_GENERATION = 0  # a key outside every environment: the workflow quarantines it first
@@ -229,6 +242,7 @@ class Bridge:
         self._packs: dict[str, set[asyncio.Event]] = {}
         # The messages being handled: when each one's visibility was last set (_extend_held).
         self._held = HeldVisibility(settings.visibility_extension_s, settings.visibility_timeout_s)
+        self._sqs_threads = ThreadPoolExecutor(sqs_call_threads(settings), thread_name_prefix="bridge-sqs")
 
     # --- workflows ---------------------------------------------------------------------------
 
@@ -345,6 +359,12 @@ class Bridge:
 
     # --- messages ----------------------------------------------------------------------------
 
+    async def _sqs_call(self, call: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+        """A blocking SQS call on the bridge's own threads (:func:`sqs_call_threads`)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._sqs_threads, partial(call, *args, **kwargs)
+        )
+
     async def _extend_held(self) -> None:
         """Keep every message in hand invisible while its workflows run: each is extended
         ``visibility_extension_s`` after its visibility was last set, ten per
@@ -352,21 +372,36 @@ class Bridge:
 
         A message whose workflow waits for its values is held for minutes; 1,300 were held at
         once in a soak. One call per message every 20 s would be 65 calls a second; batched, 6.5.
-        The loop looks every quarter interval, so a message whose extension failed (a stalled or
-        refused call) is tried again within seconds, not a whole interval later, and the calls
+        The loop looks every quarter interval, so a message whose extension call failed (stalled,
+        or refused as a whole) is tried again within seconds, not a whole interval later, and the calls
         run side by side, so one stalled call does not hold back every other message's
         (worker/bridge/visibility.py)."""
         calls = asyncio.Semaphore(_EXTENSION_CALLS)
+        extending: set[str] = set()  # receipts whose extension is queued or under way
+        tasks: set[asyncio.Task[None]] = set()
 
         async def extend(receipts: list[str]) -> None:
-            async with calls:
-                await self._extend(receipts)
+            try:
+                async with calls:
+                    await self._extend(receipts)
+            finally:
+                extending.difference_update(receipts)
 
-        while True:
-            await asyncio.sleep(self.settings.visibility_extension_s / 4)
-            due = self._held.due(time.monotonic())
-            self.tally["visibility_lapsed"] = self._held.lapsed
-            await asyncio.gather(*(extend(due[i : i + 10]) for i in range(0, len(due), 10)))
+        try:
+            while True:
+                # Looks do not wait for the calls of the last one: slow calls delay only their own
+                # messages, and those are not queued twice.
+                await asyncio.sleep(self.settings.visibility_extension_s / 4)
+                due = [r for r in self._held.due(time.monotonic()) if r not in extending]
+                self.tally["visibility_lapsed"] = self._held.lapsed
+                extending.update(due)
+                for start in range(0, len(due), 10):
+                    task = asyncio.create_task(extend(due[start : start + 10]))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+        finally:
+            for task in list(tasks):
+                task.cancel()
 
     async def _extend(self, receipts: list[str]) -> None:
         entries: list[ChangeMessageVisibilityBatchRequestEntryTypeDef] = [
@@ -375,7 +410,7 @@ class Bridge:
         ]
         sent_at = time.monotonic()
         try:
-            resp = await asyncio.to_thread(
+            resp = await self._sqs_call(
                 self.sqs.change_message_visibility_batch, QueueUrl=self.queue_url, Entries=entries
             )
         except (BotoCoreError, ClientError) as exc:
@@ -395,7 +430,7 @@ class Bridge:
     async def _dispose(self, message: MessageTypeDef, disposition: Disposition) -> None:
         receipt = message["ReceiptHandle"]
         if disposition.action == "retry":
-            await asyncio.to_thread(
+            await self._sqs_call(
                 self.sqs.change_message_visibility,
                 QueueUrl=self.queue_url,
                 ReceiptHandle=receipt,
@@ -403,7 +438,7 @@ class Bridge:
             )
             return
         if disposition.action == "dead_letter":
-            await asyncio.to_thread(
+            await self._sqs_call(
                 self.sqs.send_message,
                 QueueUrl=self.dlq_url,
                 MessageBody=message["Body"],
@@ -414,7 +449,7 @@ class Bridge:
                     }
                 },
             )
-        await asyncio.to_thread(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
+        await self._sqs_call(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
 
     async def handle(self, message: MessageTypeDef) -> Disposition:
         """Handle one received message to its end (delete, dead-letter or leave for retry)."""
@@ -472,7 +507,7 @@ class Bridge:
             slot.release()
 
     async def _receive(self, count: int) -> list[MessageTypeDef]:
-        resp = await asyncio.to_thread(
+        resp = await self._sqs_call(
             self.sqs.receive_message,
             QueueUrl=self.queue_url,
             MaxNumberOfMessages=count,
@@ -488,8 +523,8 @@ class Bridge:
         while True:
             try:
                 counts: dict[str, object] = {
-                    "queue": await asyncio.to_thread(queue_counts, self.sqs, self.queue_url),
-                    "dlq": await asyncio.to_thread(queue_counts, self.sqs, self.dlq_url),
+                    "queue": await self._sqs_call(queue_counts, self.sqs, self.queue_url),
+                    "dlq": await self._sqs_call(queue_counts, self.sqs, self.dlq_url),
                 }
             except (BotoCoreError, ClientError) as exc:
                 counts = {"error": type(exc).__name__}
@@ -546,6 +581,7 @@ class Bridge:
             # Messages still being handled are left: they become visible again and are redelivered.
             for task in list(self._tasks):
                 task.cancel()
+            self._sqs_threads.shutdown(wait=False, cancel_futures=True)
             log.info("stopped")
 
 
@@ -561,6 +597,7 @@ async def run_bridge(settings: SqsBridgeSettings, stop: asyncio.Event) -> None:
         # A read timeout shorter than the long poll abandons receives that SQS may still fulfil:
         # those messages then stay invisible for a whole visibility timeout.
         read_timeout=settings.wait_time_s + 10,
+        max_pool_connections=sqs_call_threads(settings),
     )
     queue_url = settings.queue_url or sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
     dlq_url = sqs.get_queue_url(QueueName=settings.dead_letter_queue_name)["QueueUrl"]

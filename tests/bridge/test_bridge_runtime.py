@@ -13,6 +13,7 @@ import json
 import logging
 import socket
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -287,6 +288,37 @@ def test_a_failed_extension_is_tried_again_before_the_visibility_runs_out(moto_u
         assert bridge.tally["delete"] == len(keys)
 
     _run(moto_url, scenario, visibility_timeout_s=6, visibility_extension_s=3.0)
+
+
+class _DeletesTogether(_CountingSqs):
+    """Real SQS whose deletes each wait until ``together`` of them are under way at once."""
+
+    def __init__(self, sqs: Any, together: int) -> None:
+        super().__init__(sqs)
+        self.barrier = threading.Barrier(together, timeout=15)
+
+    def delete_message(self, **kwargs: Any) -> Any:
+        self.barrier.wait()
+        return self._sqs.delete_message(**kwargs)
+
+
+def test_the_bridge_disposes_of_as_many_messages_at_once_as_it_handles(moto_url: str) -> None:
+    # Twelve finished messages whose deletes can only go on together: asyncio's default executor
+    # (six threads on two cores, one of them in the receive's long poll) held them to five at a
+    # time: the barrier broke and the messages were never deleted (checked).
+    keys = [KEY.format(seq=f"{i:020d}") for i in range(31, 43)]
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        bridge.sqs = _DeletesTogether(q.sqs, len(keys))
+        for k in keys:
+            q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
+        async def all_deleted() -> bool:
+            return bridge.tally["delete"] == len(keys) and await _empty(q)
+
+        await _until(all_deleted, 30, "every message deleted")
+        assert bridge.tally["internal_error"] == 0
+
+    _run(moto_url, scenario)
 
 
 def test_quarantined_object_goes_to_the_dead_letter_queue_with_its_marker(moto_url: str) -> None:
