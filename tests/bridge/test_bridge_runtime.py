@@ -312,6 +312,7 @@ def test_the_bridge_disposes_of_as_many_messages_at_once_as_it_handles(moto_url:
         bridge.sqs = _DeletesTogether(q.sqs, len(keys))
         for k in keys:
             q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
+
         async def all_deleted() -> bool:
             return bridge.tally["delete"] == len(keys) and await _empty(q)
 
