@@ -74,8 +74,8 @@ _EXTENSION_CALLS = 4
 
 
 def sqs_call_threads(settings: SqsBridgeSettings) -> int:
-    """Threads (and pooled connections) for the bridge's blocking SQS calls: one disposal per
-    message in hand, the extension calls, the receive's long poll and the heartbeat's two counts.
+    """Threads (and pooled connections) for the bridge's blocking SQS calls: a disposal per slot
+    (``max_in_flight``), the extension calls, the receive's long poll and the heartbeat's counts.
 
     asyncio's default executor has ``min(32, cores + 4)`` threads, six on two cores: in a soak at
     100 executions/s the long poll, up to 32 deletes and every extension call queued for those
@@ -373,8 +373,8 @@ class Bridge:
         A message whose workflow waits for its values is held for minutes; 1,300 were held at
         once in a soak. One call per message every 20 s would be 65 calls a second; batched, 6.5.
         The loop looks every quarter interval, so a message whose extension call failed (stalled,
-        or refused as a whole) is tried again within seconds, not a whole interval later, and the calls
-        run side by side, so one stalled call does not hold back every other message's
+        or refused as a whole) is tried again within seconds, not a whole interval later; and the
+        calls run side by side, so one stalled call does not hold back every other message's
         (worker/bridge/visibility.py)."""
         calls = asyncio.Semaphore(_EXTENSION_CALLS)
         extending: set[str] = set()  # receipts whose extension is queued or under way
