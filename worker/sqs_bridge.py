@@ -453,6 +453,10 @@ class Bridge:
 
     async def handle(self, message: MessageTypeDef) -> Disposition:
         """Handle one received message to its end (delete, dead-letter or leave for retry)."""
+        if int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1")) > 1:
+            # Received before: left for retry, or its visibility ran out (each receive counts
+            # towards maxReceiveCount). SQS's own count, where visibility_lapsed is the bridge's bound.
+            self.tally["redelivered"] += 1
         try:
             parsed = parse_message(message["Body"])
         except MessageFormatError as exc:
@@ -514,6 +518,7 @@ class Bridge:
             WaitTimeSeconds=self.settings.wait_time_s,
             VisibilityTimeout=self.settings.visibility_timeout_s,
             MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
         )
         return list(resp.get("Messages", []))
 

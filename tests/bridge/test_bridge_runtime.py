@@ -278,7 +278,7 @@ def test_a_failed_extension_is_tried_again_before_the_visibility_runs_out(moto_u
         await asyncio.sleep(7)
         # Never visible again, so never received again (the bridge polls all along).
         assert _count(q.sqs, q.url) == (0, len(keys))
-        assert bridge.delivery.received == len(keys)
+        assert bridge.delivery.received == len(keys) and bridge.tally["redelivered"] == 0
         assert bridge.tally["visibility_extension_failed"] == 2 * len(keys)
         assert bridge.tally["visibility_extensions"] >= len(keys)
         assert bridge.tally["visibility_lapsed"] == 0
@@ -445,6 +445,23 @@ def test_a_bug_is_logged_and_counted_while_boundary_down_is_retried(
     assert any("generation lookup failed" in m and "BoundaryError" in m for m in warned), warned
     # The bug is not passed off as a Boundary failure.
     assert not any("generation lookup failed" in m and "_Bug" in m for m in warned), warned
+
+
+def test_a_message_received_again_is_counted_as_redelivered(moto_url: str) -> None:
+    down = KEY.replace("/e1/", "/down/").format(seq="0" * 19 + "8")
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", down))
+
+        async def received_again() -> bool:
+            return bridge.tally["redelivered"] >= 1
+
+        # Boundary is down for its environment: left for retry, visible again after 1 s.
+        await _until(received_again, 20, "the retried message received again")
+        assert bridge.tally["retry"] >= bridge.tally["redelivered"] >= 1
+        assert bridge.delivery.received >= 2
+
+    _run(moto_url, scenario, _lookup)
 
 
 class _Throttled:
