@@ -74,8 +74,9 @@ _EXTENSION_CALLS = 4
 
 
 def sqs_call_threads(settings: SqsBridgeSettings) -> int:
-    """Threads (and pooled connections) for the bridge's blocking SQS calls: a disposal per slot
-    (``max_in_flight``), the extension calls, the receive's long poll and the heartbeat's counts.
+    """Threads (and pooled connections) for the bridge's blocking SQS calls: as many disposals at
+    once as messages are routed at once (``max_in_flight``; more wait their turn), the extension
+    calls, the receive's long poll and the heartbeat's counts.
 
     asyncio's default executor has ``min(32, cores + 4)`` threads, six on two cores: in a soak at
     100 executions/s the long poll, up to 32 deletes and every extension call queued for those
@@ -243,6 +244,7 @@ class Bridge:
         # The messages being handled: when each one's visibility was last set (_extend_held).
         self._held = HeldVisibility(settings.visibility_extension_s, settings.visibility_timeout_s)
         self._sqs_threads = ThreadPoolExecutor(sqs_call_threads(settings), thread_name_prefix="bridge-sqs")
+        self._extensions_failing = False  # the last extension call failed (warned once per outage)
 
     # --- workflows ---------------------------------------------------------------------------
 
@@ -414,10 +416,15 @@ class Bridge:
                 self.sqs.change_message_visibility_batch, QueueUrl=self.queue_url, Entries=entries
             )
         except (BotoCoreError, ClientError) as exc:
-            # Still due: the next look, a quarter interval on, tries them again.
-            log.warning("visibility extension of %d messages failed: %s", len(receipts), type(exc).__name__)
+            # Still due: the next look, a quarter interval on, tries them again. Warned once per
+            # outage, not per call (a stalled SQS fails every call of 1,300 held messages); the
+            # tally keeps the count.
+            if not self._extensions_failing:
+                log.warning("visibility extensions failing: %s; retried every look", type(exc).__name__)
+            self._extensions_failing = True
             self.tally["visibility_extension_failed"] += len(receipts)
             return
+        self._extensions_failing = False
         for ok in resp.get("Successful", []):
             self._held.extended(receipts[int(ok["Id"])], sent_at)
         self.tally["visibility_extensions"] += len(resp.get("Successful", []))

@@ -172,6 +172,11 @@ async def _empty(q: Queues) -> bool:
     return _count(q.sqs, q.url) == (0, 0)
 
 
+async def _all_held(q: Queues, n: int) -> bool:
+    """All ``n`` messages received and none visible: every one in the bridge's hands."""
+    return _count(q.sqs, q.url) == (0, n)
+
+
 async def _ge(n: Awaitable[int], k: int) -> bool:
     return await n >= k
 
@@ -225,10 +230,7 @@ def test_held_messages_are_extended_ten_per_call(moto_url: str) -> None:
         for k in keys:
             q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
 
-        async def all_held() -> bool:
-            return _count(q.sqs, q.url) == (0, len(keys))
-
-        await _until(all_held, 15, "every message received")
+        await _until(lambda: _all_held(q, len(keys)), 15, "every message received")
         single = counting.calls["change_message_visibility"]
         batches = counting.calls["change_message_visibility_batch"]
         # Past the 5 s visibility timeout: only the extensions keep the twelve invisible.
@@ -268,10 +270,7 @@ def test_a_failed_extension_is_tried_again_before_the_visibility_runs_out(moto_u
         for k in keys:
             q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
 
-        async def all_held() -> bool:
-            return _count(q.sqs, q.url) == (0, len(keys))
-
-        await _until(all_held, 15, "every message received")
+        await _until(lambda: _all_held(q, len(keys)), 15, "every message received")
         # Extensions are due 3 s after the receive, of a 6 s timeout. The first two fail; tried
         # again a quarter interval later, the third lands before the timeout runs out. Tried only
         # at the next whole interval (6 s on), the messages became visible again (checked).
