@@ -418,6 +418,7 @@ def wire(executions: int, meta_per_request: int) -> None:
     factory = fx.pytest.TempPathFactory(
         tmp, retention_count=1, retention_policy="none", trace=lambda *a: None, _ispytest=True
     )
+    fx.FACT_FLUSH_INTERVAL_S = None  # Boundary's production flush cadence
     gen = fx.boundary.__wrapped__(factory)
     boundary = next(gen)
     try:

@@ -237,6 +237,7 @@ def main() -> None:
     factory = fx.pytest.TempPathFactory(
         tmp, retention_count=1, retention_policy="none", trace=lambda *a: None, _ispytest=True
     )  # type: ignore[call-arg]
+    fx.FACT_FLUSH_INTERVAL_S = None  # Boundary's production flush cadence
     fixtures = [fx.boundary.__wrapped__(factory), fx.temporal.__wrapped__(factory)]  # type: ignore[attr-defined]
     try:
         boundary, temporal = (next(f) for f in fixtures)

@@ -91,6 +91,7 @@ def main() -> None:
             factory = fx.pytest.TempPathFactory(
                 tmp, retention_count=1, retention_policy="none", trace=lambda *a: None, _ispytest=True
             )  # type: ignore[call-arg]
+            fx.FACT_FLUSH_INTERVAL_S = None  # Boundary's production flush cadence
             gen = fx.boundary.__wrapped__(factory)  # type: ignore[attr-defined]
             boundary = next(gen)
             scope, tenant = boundary.scope, boundary.scope.tenant_id

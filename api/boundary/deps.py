@@ -37,6 +37,8 @@ class BoundaryRuntime:
                     url=self.settings.resolved_clickhouse_url(),
                     path=self.settings.resolved_clickhouse_path(),
                     database=self.settings.clickhouse_database,
+                    flush_interval_s=self.settings.fact_flush_interval_s,
+                    flush_rows=self.settings.fact_flush_rows,
                 )
             return self.facts
 

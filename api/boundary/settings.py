@@ -49,6 +49,20 @@ class BoundarySettings(BaseSettings):
         pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$",
         description="Database of the fact tables.",
     )
+    fact_flush_interval_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=10.0,
+        description="Projection batches are inserted into ClickHouse at most once per this interval per"
+        " Boundary process (one insert per table per flush; ClickHouse wants about one a second):"
+        " a request that comes sooner after the last flush waits for the interval's end with the"
+        " others that come meanwhile. 0: flush as soon as the previous flush ends.",
+    )
+    fact_flush_rows: int = Field(
+        default=1_000,
+        ge=1,
+        description="A flush starts before fact_flush_interval_s has passed once this many rows wait.",
+    )
     projection_batch_max_bytes: int = Field(
         default=64 << 20, ge=1024, description="Largest Arrow IPC body PUT /projection-batches accepts."
     )

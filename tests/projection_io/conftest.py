@@ -111,6 +111,13 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(5)
 
 
+# Tests flush each batch set at once: a test sends its sets one after another, and Boundary's
+# production cadence (BoundarySettings.fact_flush_interval_s) would hold each for up to a second.
+# The cadence has its own tests (tests/api/boundary/test_fact_store_replicas.py); the benches set
+# this to None, which keeps Boundary's own default.
+FACT_FLUSH_INTERVAL_S: float | None = 0.0
+
+
 @pytest.fixture(scope="session")
 def boundary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundaryProc]:
     from api.boundary.bootstrap import bootstrap_development
@@ -136,6 +143,8 @@ def boundary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundaryProc]
         "BAML_STUDIO_BOUNDARY_DEV_DEPLOYMENT_ID": boot.deployment_id,
         "BAML_STUDIO_BOUNDARY_DEV_CELL": boot.cell,
     }
+    if FACT_FLUSH_INTERVAL_S is not None:
+        env["BAML_STUDIO_BOUNDARY_FACT_FLUSH_INTERVAL_S"] = str(FACT_FLUSH_INTERVAL_S)
     log = open(run / "boundary.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([PYTHON, "-m", "api.boundary"], cwd=ROOT, env=env, stdout=log, stderr=log)
     try:

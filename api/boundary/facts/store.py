@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 import threading
 import time
@@ -255,33 +256,47 @@ class FactStore:
         client: Client,
         *,
         database: str = "baml_facts",
-        linger_s: float = 0.0,
+        flush_interval_s: float = 0.0,
         flush_rows: int = 1_000,
     ) -> None:
-        """``linger_s`` > 0 holds a flush open that long (or until ``flush_rows`` rows wait) to
-        gather more callers; 0 flushes at once and gathers only those that arrived meanwhile."""
+        """Flushes start at most once per ``flush_interval_s`` (ClickHouse wants about one insert
+        per second per table): a caller that comes sooner after the last flush started waits for
+        the interval's end, gathering everyone who comes meanwhile into one flush, unless
+        ``flush_rows`` rows are waiting (ClickHouse's other rule: at least that many rows per
+        insert). A caller after a quiet interval flushes at once. 0 flushes as soon as the last
+        flush ends, gathering only those who came meanwhile."""
         if not _DB_NAME.match(database):
             raise ValueError("ClickHouse database names are letters, digits and '_' (max 64)")
         self.client = client
         # An embedded chdb session holds GUARDED_MODES (_chdb_client): queries carry only limits.
         self._session_holds_modes = client in _CHDB_CLIENTS.values()
         self.database = database
-        self.linger_s = linger_s
+        self.flush_interval_s = flush_interval_s
         self.flush_rows = flush_rows
+        self._last_flush_at = -math.inf  # time.monotonic() when the last flush took its group
+        self.flushes = 0  # flushes run by this store (each: one insert per relation it holds)
         self._lock = threading.Lock()
         self._flush_cv = threading.Condition()
         self._queue: list[_Pending] = []
         self._flushing = False
 
     @classmethod
-    def open(cls, *, url: str = "", path: Path | None = None, database: str = "baml_facts") -> FactStore:
+    def open(
+        cls,
+        *,
+        url: str = "",
+        path: Path | None = None,
+        database: str = "baml_facts",
+        flush_interval_s: float = 0.0,
+        flush_rows: int = 1_000,
+    ) -> FactStore:
         if url:
             client = clickhouse_connect.get_client(dsn=url)
         elif path is not None:
             client = _chdb_client(path)
         else:
             raise ValueError("FactStore needs a ClickHouse URL or a chdb path")
-        store = cls(client, database=database)
+        store = cls(client, database=database, flush_interval_s=flush_interval_s, flush_rows=flush_rows)
         store.ensure_schema()
         return store
 
@@ -417,17 +432,19 @@ class FactStore:
         pending = _Pending(items)
         with self._flush_cv:
             self._queue.append(pending)
+            self._flush_cv.notify_all()  # a leader waiting for the interval counts the rows again
             while pending.result is None and pending.error is None and self._flushing:
                 self._flush_cv.wait()
             if pending.result is None and pending.error is None:
                 self._flushing = True
-                if self.linger_s > 0:
-                    deadline = time.monotonic() + self.linger_s
-                    while (left := deadline - time.monotonic()) > 0 and sum(
-                        p.rows for p in self._queue
-                    ) < self.flush_rows:
-                        self._flush_cv.wait(left)
+                deadline = self._last_flush_at + self.flush_interval_s
+                while (left := deadline - time.monotonic()) > 0 and sum(
+                    p.rows for p in self._queue
+                ) < self.flush_rows:
+                    self._flush_cv.wait(left)
                 group, self._queue = self._queue, []
+                self._last_flush_at = time.monotonic()
+                self.flushes += 1
             else:
                 group = []
         if group:

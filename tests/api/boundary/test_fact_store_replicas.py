@@ -5,6 +5,7 @@ the same way whatever the order; concurrent callers of one store share inserts."
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,52 @@ def test_concurrent_callers_of_one_store_share_inserts(stores: list[FactStore]) 
     # A claim and a mark insert per flush, so as many flushes as fact inserts.
     assert _inserts(store, ddl.REGISTRY_TABLE) - before[ddl.REGISTRY_TABLE] == 2 * fact_inserts
     assert all(_final_rows(store, "rgroup", it[0].root_id) == 3 for it in items)
+
+
+def _cadenced(store: FactStore, interval_s: float, flush_rows: int = 1_000) -> FactStore:
+    """Another store on the same ClickHouse handle, flushing at most once per ``interval_s``."""
+    return FactStore(
+        store.client, database=store.database, flush_interval_s=interval_s, flush_rows=flush_rows
+    )
+
+
+def test_callers_within_the_flush_interval_share_one_insert(stores: list[FactStore]) -> None:
+    """Two workers' sets a fraction of a second apart, after a flush: one insert, not two (each
+    worker sends about once a second, so without the interval every worker is a flush)."""
+    store = _cadenced(stores[0], interval_s=3.0)
+    first, later = _item("rcadence", 0), [_item("rcadence", 1), _item("rcadence", 2)]
+    assert isinstance(store.ingest_many([first])[0], BatchState)
+    before = _inserts(store, "calls_v1")
+    out: list[Any] = [None, None]
+
+    def go(k: int) -> None:
+        out[k] = store.ingest_many([later[k]])[0]
+
+    ts = [threading.Thread(target=go, args=(k,)) for k in range(2)]
+    ts[0].start()
+    time.sleep(0.5)  # well inside the interval, well after the first caller queued
+    ts[1].start()
+    for t in ts:
+        t.join()
+    assert all(isinstance(o, BatchState) and not o.replayed for o in out)
+    assert _inserts(store, "calls_v1") - before == 1
+    assert store.flushes == 2
+    assert all(_final_rows(store, "rcadence", it[0].root_id) == 3 for it in later)
+
+
+def test_a_caller_after_a_quiet_interval_or_with_enough_rows_does_not_wait(stores: list[FactStore]) -> None:
+    """The interval holds back only callers that come sooner than it after a flush, and only
+    while fewer than flush_rows rows wait."""
+    quiet = _cadenced(stores[0], interval_s=60.0)
+    started = time.monotonic()
+    assert isinstance(quiet.ingest_many([_item("rquiet", 0)])[0], BatchState)  # the first flush
+    assert time.monotonic() - started < 30.0
+    enough = _cadenced(stores[0], interval_s=60.0, flush_rows=3)
+    enough.ingest_many([_item("rquiet", 1)])
+    started = time.monotonic()
+    assert isinstance(enough.ingest_many([_item("rquiet", 2)])[0], BatchState)  # 3 rows: at once
+    assert time.monotonic() - started < 30.0
+    assert enough.flushes == 2
 
 
 def test_decide_from_registry_rows() -> None:
