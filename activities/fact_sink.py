@@ -110,17 +110,18 @@ class BoundaryFactSink:
 
 
 class GroupedFactSink:
-    """Concurrent activities' batch sets go to Boundary together, about once per ``interval_s``.
+    """Concurrent activities' batch sets go to Boundary together: one request in flight per
+    scope, holding every set that came while the last was out (and at most once per
+    ``interval_s`` when that is set).
 
     A small meta object has a handful of batches; one request per meta object makes Boundary pay
-    HTTP, TLS, parsing and a ClickHouse insert per relation for each. Grouped (one request per
-    interval for every activity waiting), each activity still returns only once its own batches
-    are visible, and fails with its own batch's error: a conflict in another activity's batch is
-    not its failure. Identical batches from several callers (a program's function definitions)
-    are sent once."""
+    HTTP, TLS, parsing and a ClickHouse insert per relation for each. Grouped, each activity
+    still returns only once its own batches are visible, and fails with its own batch's error: a
+    conflict in another activity's batch is not its failure. Identical batches from several
+    callers (a program's function definitions) are sent once."""
 
     def __init__(
-        self, inner: BoundaryFactSink, *, interval_s: float = 1.0, beat: Callable[[], None] | None = None
+        self, inner: BoundaryFactSink, *, interval_s: float = 0.0, beat: Callable[[], None] | None = None
     ) -> None:
         """``beat`` is called every few seconds while a caller waits for its set's answer."""
         self.inner = inner
@@ -154,7 +155,9 @@ class GroupedFactSink:
         return out
 
 
-def fact_sink(client: Any, interval_s: float, beat: Callable[[], None] | None = None) -> FactSink:
-    """The worker's sink: grouped at the committer's cadence, or direct when the cadence is 0."""
-    direct = BoundaryFactSink(client)
-    return GroupedFactSink(direct, interval_s=interval_s, beat=beat) if interval_s > 0 else direct
+def fact_sink(client: Any, beat: Callable[[], None] | None = None) -> FactSink:
+    """The worker's sink: grouped, with no cadence of its own. Boundary flushes at most once per
+    its ``fact_flush_interval_s`` across every worker, holding a request that comes sooner; a
+    cadence here as well made each set wait for both (docs/boundary-facts.md, "Group commit on a
+    cadence")."""
+    return GroupedFactSink(BoundaryFactSink(client), beat=beat)

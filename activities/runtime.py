@@ -92,7 +92,7 @@ def build_projection_activities(
         s3=object_store_client(ws),
         bucket=ws.bucket,
         lance=lance,
-        sink=fact_sink(client, ps.commit_interval_s, beat=partial(heartbeat, "batches")),
+        sink=fact_sink(client, beat=partial(heartbeat, "batches")),
         settings=ps,
         tenant_id=identity.tenant_id,
         sqs=object_store_client(ws, "sqs"),

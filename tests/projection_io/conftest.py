@@ -215,7 +215,7 @@ def make_activities(
         s3=s3,
         bucket=bucket,
         lance=lance,
-        sink=fact_sink(client, settings.commit_interval_s),
+        sink=fact_sink(client),
         settings=settings,
         tenant_id=tenant_id,
     )
