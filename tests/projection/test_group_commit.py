@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from activities.fact_sink import GroupedFactSink
+from activities.fact_sink import GroupedFactSink, fact_sink
 from activities.group_commit import GroupCommit, wait
 from activities.projection.model import BatchHeader, ProjectionBatch
 from formats.object_keys import Scope
@@ -138,6 +138,43 @@ def test_grouped_sink_sends_one_request_and_fails_only_the_conflicting_caller() 
     assert len(inner.requests) == 2
     assert sorted(inner.requests[1]) == sorted(["b0", "b1", "x2", "b3", "b4", "program-defs"])
     assert [isinstance(g, RuntimeError) for g in got] == [False, False, True, False, False]
+
+
+def test_the_workers_sink_sends_at_once_and_groups_what_comes_while_a_request_is_out() -> None:
+    """No cadence of its own (Boundary holds one for every worker): a lone set goes at once, and
+    the sets that come while a request is out go together in the next."""
+    inner = Inner()
+    out = threading.Event()
+    released = threading.Event()
+    answers = inner.answers
+
+    def held(scope: Scope, batches: Sequence[ProjectionBatch]) -> list[Exception | None]:
+        if not inner.requests:  # the first request stays out until released
+            out.set()
+            released.wait(10)
+        return answers(scope, batches)
+
+    inner.answers = held  # type: ignore[method-assign]
+    workers = fact_sink(object())
+    assert isinstance(workers, GroupedFactSink) and workers._group.interval_s == 0.0
+    sink = GroupedFactSink(inner)  # type: ignore[arg-type]  # as fact_sink builds it: no interval
+    first = threading.Thread(target=sink.put_batches, args=(SCOPE, [_batch("first", "d")]))
+    first.start()
+    assert out.wait(10)
+    later = [
+        threading.Thread(target=sink.put_batches, args=(SCOPE, [_batch(f"b{i}", "d")])) for i in range(3)
+    ]
+    for t in later:
+        t.start()
+    time.sleep(0.2)  # all three queued behind the request that is out
+    released.set()
+    for t in [first, *later]:
+        t.join(10)
+    assert len(inner.requests) == 2 and sorted(inner.requests[1]) == ["b0", "b1", "b2"]
+    started = time.monotonic()
+    sink.put_batches(SCOPE, [_batch("alone", "d")])
+    assert time.monotonic() - started < 5.0  # not held behind anything
+    assert inner.requests[-1] == ["alone"]
 
 
 def test_one_caller_queues_several_keys_and_their_flushes_run_side_by_side() -> None:
