@@ -795,6 +795,7 @@ def soak(
     cpu_report(samples, t_start, t_stop, final, committed, n_exec, lags, ended_at, minutes)
     memory_report(samples, t_start, t_stop, killed[1] if killed else None)
     conflict_report(logs)
+    flush_report(logs / "boundary.log")
     bridge_report(run_dir / "bridge.heartbeat")
     runs = [f"{at} {status} {'-' if took is None else f'{took:.0f}'}" for at, status, took in ticks]
     print(f"IndexAndCompact runs (start, outcome, seconds): {'; '.join(runs) or 'none'}")
@@ -1007,6 +1008,37 @@ def bridge_report(heartbeat: Path) -> None:
     handled = beat.get("delivery", {}).get("handled", 0)
     counts = {k: v for k, v in beat.items() if k not in ("pid", "at", "queue", "dlq", "handling", "delivery")}
     print(f"bridge: {handled} messages handled; {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}")
+
+
+_FLUSH_LINE = re.compile(
+    r"fact flushes: (\d+) in (\d+) s \([\d.]+/s\) for (\d+) requests; (\d+) fact-table inserts of (\d+) rows"
+)
+
+
+def flush_report(log: Path) -> None:
+    """Boundary's flushes into ClickHouse, from the store's minute lines (``FlushTally``): the
+    insert rate its cadence (``fact_flush_interval_s``) held, and rows per insert. The last
+    minute's flushes, not yet reported when the run ends, are not in it."""
+    flushes = seconds = requests = inserts = rows = 0
+    if log.exists():
+        with log.open(errors="replace") as f:
+            for m in filter(None, map(_FLUSH_LINE.search, f)):
+                n, secs, reqs, ins, per = map(int, m.groups())
+                flushes, seconds, requests, inserts = (
+                    flushes + n,
+                    seconds + secs,
+                    requests + reqs,
+                    inserts + ins,
+                )
+                rows += ins * per
+    if not flushes:
+        print("Boundary flushes: no minute line in its log")
+        return
+    print(
+        f"Boundary flushes into ClickHouse: {flushes} in {seconds} s ({flushes / max(seconds, 1):.2f}/s,"
+        f" each a ClickHouse insert per relation) for {requests} batch-set requests;"
+        f" {rows / max(inserts, 1):.0f} rows per fact-table insert on average"
+    )
 
 
 def conflict_report(logs: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 import re
 import threading
@@ -29,7 +30,11 @@ from api.boundary.facts import ddl
 from api.boundary.facts.batch_check import BatchRejected, BatchScope
 from api.boundary.facts.batch_registry import CLAIM, VISIBLE, BatchMarks, decide, dedup_token
 
+log = logging.getLogger(__name__)
+
 _DB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# How often a store logs its flush tally (FlushTally): the insert rate is what ClickHouse watches.
+FLUSH_REPORT_S = 60.0
 _CH_CODE = re.compile(r"Code: (\d+)\.")
 _CH_NAME = re.compile(r"\(([A-Z_]+)\)\s*$")
 # TIMEOUT_EXCEEDED, TOO_MANY_ROWS_OR_BYTES, TOO_MANY_ROWS, TOO_MANY_BYTES, TOO_SLOW
@@ -198,6 +203,25 @@ class ErasureOutcome:
 
 
 @dataclass
+class FlushTally:
+    """A store's flushes since its last report: what its cadence gave ClickHouse."""
+
+    since: float  # time.monotonic()
+    flushes: int = 0
+    requests: int = 0
+    inserts: int = 0  # fact-table inserts (one per relation per flush), not the registry's
+    rows: int = 0
+
+    def line(self, now: float) -> str:
+        seconds = max(now - self.since, 1e-9)
+        return (
+            f"fact flushes: {self.flushes} in {seconds:.0f} s ({self.flushes / seconds:.2f}/s) for"
+            f" {self.requests} requests; {self.inserts} fact-table inserts of"
+            f" {self.rows / max(self.inserts, 1):.0f} rows on average"
+        )
+
+
+@dataclass
 class _Pending:
     """One caller's batches waiting for a flush, and what the flush answered."""
 
@@ -275,6 +299,7 @@ class FactStore:
         self.flush_rows = flush_rows
         self._last_flush_at = -math.inf  # time.monotonic() when the last flush took its group
         self.flushes = 0  # flushes run by this store (each: one insert per relation it holds)
+        self._tally = FlushTally(time.monotonic())
         self._lock = threading.Lock()
         self._flush_cv = threading.Condition()
         self._queue: list[_Pending] = []
@@ -445,6 +470,8 @@ class FactStore:
                 group, self._queue = self._queue, []
                 self._last_flush_at = time.monotonic()
                 self.flushes += 1
+                self._tally.flushes += 1
+                self._tally.requests += len(group)
             else:
                 group = []
         if group:
@@ -467,6 +494,10 @@ class FactStore:
                 with self._flush_cv:
                     self._flushing = False
                     self._flush_cv.notify_all()
+                    now = time.monotonic()
+                    if now - self._tally.since >= FLUSH_REPORT_S:
+                        log.info("%s", self._tally.line(now))
+                        self._tally = FlushTally(now)
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None
@@ -521,6 +552,8 @@ class FactStore:
             if items[i][2].num_rows:
                 tables.setdefault(items[i][0].relation, []).append(i)
         for relation, idx in tables.items():
+            self._tally.inserts += 1
+            self._tally.rows += sum(items[i][2].num_rows for i in idx)
             self.client.insert_arrow(
                 relation,
                 rows_table([items[i][2] for i in idx]),

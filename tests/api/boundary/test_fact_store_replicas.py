@@ -4,6 +4,7 @@ the same way whatever the order; concurrent callers of one store share inserts."
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -15,9 +16,10 @@ import pytest
 from facts_fixtures import batch_id_for, execution_facts, make_batch
 
 from api.boundary.facts import ddl
+from api.boundary.facts import store as store_module
 from api.boundary.facts.batch_check import BatchRejected, BatchScope
 from api.boundary.facts.batch_registry import BatchMarks, decide
-from api.boundary.facts.store import BatchIdentity, BatchState, FactStore
+from api.boundary.facts.store import BatchIdentity, BatchState, FactStore, FlushTally
 from formats import catalog
 
 Item = tuple[BatchIdentity, BatchScope, pa.Table]
@@ -223,6 +225,26 @@ def test_a_caller_after_a_quiet_interval_or_with_enough_rows_does_not_wait(store
     assert isinstance(enough.ingest_many([_item("rquiet", 2)])[0], BatchState)  # 3 rows: at once
     assert time.monotonic() - started < 30.0
     assert enough.flushes == 2
+
+
+def test_a_store_logs_its_flush_rate_and_rows_per_insert(
+    stores: list[FactStore], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the cadence gives ClickHouse is visible to an operator (and to bench/soak.py)."""
+    store = _cadenced(stores[0], interval_s=0.0)
+    monkeypatch.setattr(store_module, "FLUSH_REPORT_S", 0.0)
+    with caplog.at_level(logging.INFO, logger=store_module.__name__):
+        store.ingest_many([_item("rtally", 0), _item("rtally", 1)])
+    lines = [r.getMessage() for r in caplog.records if r.name == store_module.__name__]
+    assert len(lines) == 1 and lines[0].startswith("fact flushes: 1 in "), lines
+    assert "for 1 requests; 1 fact-table inserts of 6 rows on average" in lines[0]
+
+
+def test_the_flush_tally_line() -> None:
+    tally = FlushTally(since=100.0, flushes=30, requests=75, inserts=120, rows=60_000)
+    assert tally.line(160.0) == (
+        "fact flushes: 30 in 60 s (0.50/s) for 75 requests; 120 fact-table inserts of 500 rows on average"
+    )
 
 
 def test_decide_from_registry_rows() -> None:
