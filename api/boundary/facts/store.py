@@ -3,8 +3,9 @@
 Same SQL for both backends. Ingest takes no lock that decides anything: a batch's identity and
 digest-conflict rule live in the registry table and hold across any number of stores and
 processes on one ClickHouse (``batch_registry``). Concurrent ingests on one store share a flush
-(group commit), so ClickHouse sees one insert per table per flush. Erasures of one store are
-serialised by its lock (docs/boundary-facts.md, "Replicas").
+(group commit), so ClickHouse sees one insert per table per flush, and flushes start at most once
+per ``flush_interval_s`` (the service's cadence). Erasures of one store are serialised by its lock
+(docs/boundary-facts.md, "Replicas").
 """
 
 from __future__ import annotations
