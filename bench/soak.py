@@ -76,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from activities.settings import ProjectionSettings  # noqa: E402
+from api.boundary.facts.store import FLUSH_LINE  # noqa: E402
 from formats.synth import LiveSynth, SynthConfig  # noqa: E402
 from publisher import Publisher, PublisherSettings  # noqa: E402
 
@@ -1010,11 +1011,6 @@ def bridge_report(heartbeat: Path) -> None:
     print(f"bridge: {handled} messages handled; {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}")
 
 
-_FLUSH_LINE = re.compile(
-    r"fact flushes: (\d+) in (\d+) s \([\d.]+/s\) for (\d+) requests; (\d+) fact-table inserts of (\d+) rows"
-)
-
-
 def flush_report(log: Path) -> None:
     """Boundary's flushes into ClickHouse, from the store's minute lines (``FlushTally``): the
     insert rate its cadence (``fact_flush_interval_s``) held, and rows per insert. The last
@@ -1022,7 +1018,7 @@ def flush_report(log: Path) -> None:
     flushes = seconds = requests = inserts = rows = 0
     if log.exists():
         with log.open(errors="replace") as f:
-            for m in filter(None, map(_FLUSH_LINE.search, f)):
+            for m in filter(None, map(FLUSH_LINE.search, f)):
                 n, secs, reqs, ins, per = map(int, m.groups())
                 flushes, seconds, requests, inserts = (
                     flushes + n,

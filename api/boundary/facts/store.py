@@ -222,6 +222,13 @@ class FlushTally:
         )
 
 
+# A FlushTally.line in a log (bench/soak.py sums them): flushes, seconds, requests, inserts, rows
+# per insert.
+FLUSH_LINE = re.compile(
+    r"fact flushes: (\d+) in (\d+) s \([\d.]+/s\) for (\d+) requests; (\d+) fact-table inserts of (\d+) rows"
+)
+
+
 @dataclass
 class _Pending:
     """One caller's batches waiting for a flush, and what the flush answered."""
@@ -299,10 +306,13 @@ class FactStore:
         self.flush_interval_s = flush_interval_s
         self.flush_rows = flush_rows
         self._last_flush_at = -math.inf  # time.monotonic() when the last flush took its group
-        self.flushes = 0  # flushes run by this store (each: one insert per relation it holds)
-        self._tally = FlushTally(time.monotonic())
+        self.tally = FlushTally(time.monotonic())  # this store's flushes since its last report
         self._lock = threading.Lock()
-        self._flush_cv = threading.Condition()
+        queue_lock = threading.Lock()
+        self._flush_cv = threading.Condition(queue_lock)
+        # The leader waiting for the interval's end, on the same lock: a caller that queues wakes
+        # it to count the rows again, not every caller waiting for its answer.
+        self._interval_cv = threading.Condition(queue_lock)
         self._queue: list[_Pending] = []
         self._flushing = False
 
@@ -458,7 +468,7 @@ class FactStore:
         pending = _Pending(items)
         with self._flush_cv:
             self._queue.append(pending)
-            self._flush_cv.notify_all()  # a leader waiting for the interval counts the rows again
+            self._interval_cv.notify()
             while pending.result is None and pending.error is None and self._flushing:
                 self._flush_cv.wait()
             if pending.result is None and pending.error is None:
@@ -467,12 +477,11 @@ class FactStore:
                 while (left := deadline - time.monotonic()) > 0 and sum(
                     p.rows for p in self._queue
                 ) < self.flush_rows:
-                    self._flush_cv.wait(left)
+                    self._interval_cv.wait(left)
                 group, self._queue = self._queue, []
                 self._last_flush_at = time.monotonic()
-                self.flushes += 1
-                self._tally.flushes += 1
-                self._tally.requests += len(group)
+                self.tally.flushes += 1
+                self.tally.requests += len(group)
             else:
                 group = []
         if group:
@@ -496,9 +505,9 @@ class FactStore:
                     self._flushing = False
                     self._flush_cv.notify_all()
                     now = time.monotonic()
-                    if now - self._tally.since >= FLUSH_REPORT_S:
-                        log.info("%s", self._tally.line(now))
-                        self._tally = FlushTally(now)
+                    if now - self.tally.since >= FLUSH_REPORT_S:
+                        log.info("%s", self.tally.line(now))
+                        self.tally = FlushTally(now)
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None
@@ -553,8 +562,8 @@ class FactStore:
             if items[i][2].num_rows:
                 tables.setdefault(items[i][0].relation, []).append(i)
         for relation, idx in tables.items():
-            self._tally.inserts += 1
-            self._tally.rows += sum(items[i][2].num_rows for i in idx)
+            self.tally.inserts += 1
+            self.tally.rows += sum(items[i][2].num_rows for i in idx)
             self.client.insert_arrow(
                 relation,
                 rows_table([items[i][2] for i in idx]),

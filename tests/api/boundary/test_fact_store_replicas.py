@@ -19,7 +19,7 @@ from api.boundary.facts import ddl
 from api.boundary.facts import store as store_module
 from api.boundary.facts.batch_check import BatchRejected, BatchScope
 from api.boundary.facts.batch_registry import BatchMarks, decide
-from api.boundary.facts.store import BatchIdentity, BatchState, FactStore, FlushTally
+from api.boundary.facts.store import FLUSH_LINE, BatchIdentity, BatchState, FactStore, FlushTally
 from formats import catalog
 
 Item = tuple[BatchIdentity, BatchScope, pa.Table]
@@ -208,7 +208,7 @@ def test_callers_within_the_flush_interval_share_one_insert(stores: list[FactSto
         t.join()
     assert all(isinstance(o, BatchState) and not o.replayed for o in out)
     assert _inserts(store, "calls_v1") - before == 1
-    assert store.flushes == 2
+    assert store.tally.flushes == 2
     assert all(_final_rows(store, "rcadence", it[0].root_id) == 3 for it in later)
 
 
@@ -224,7 +224,7 @@ def test_a_caller_after_a_quiet_interval_or_with_enough_rows_does_not_wait(store
     started = time.monotonic()
     assert isinstance(enough.ingest_many([_item("rquiet", 2)])[0], BatchState)  # 3 rows: at once
     assert time.monotonic() - started < 30.0
-    assert enough.flushes == 2
+    assert enough.tally.flushes == 2
 
 
 def test_a_store_logs_its_flush_rate_and_rows_per_insert(
@@ -245,6 +245,9 @@ def test_the_flush_tally_line() -> None:
     assert tally.line(160.0) == (
         "fact flushes: 30 in 60 s (0.50/s) for 75 requests; 120 fact-table inserts of 500 rows on average"
     )
+    # bench/soak.py reads the line back with the pattern beside it
+    found = FLUSH_LINE.search("2026-12-06 INFO api.boundary.facts.store " + tally.line(160.0))
+    assert found is not None and found.groups() == ("30", "60", "75", "120", "500")
 
 
 def test_decide_from_registry_rows() -> None:
