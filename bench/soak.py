@@ -422,6 +422,22 @@ class Temporal:
 
         return self.loop.run_until_complete(runs())
 
+    def meta_starts(self, generation: int) -> dict[str, float]:
+        """Meta key -> when its ProjectMetaObject workflow was first started (epoch seconds)."""
+        from formats.contracts import ids
+
+        prefix = ids.project_meta_id(generation, "")
+
+        async def runs() -> dict[str, float]:
+            out: dict[str, float] = {}
+            async for w in self.client.list_workflows(f"WorkflowType = '{ids.PROJECT_META}'"):
+                if w.id.startswith(prefix):
+                    key, t = w.id[len(prefix) :], w.start_time.timestamp()
+                    out[key] = min(t, out.get(key, t))
+            return out
+
+        return self.loop.run_until_complete(runs())
+
     def close(self) -> None:
         self.loop.close()
 
@@ -710,6 +726,7 @@ def soak(
         time.sleep(args.sample_s)
     final = take()
     ticks = temporal.index_ticks()
+    started_at = temporal.meta_starts(1)
     temporal.close()
 
     # --- checks against the ground truth ---
@@ -730,7 +747,8 @@ def soak(
     mismatches = stream_mismatches(truth.per_stream(), by_stream_exec, by_stream_calls)
     marked = quarantined_keys(world.s3, dep.bucket, dep.scope(scope.environment_id))
     dlq_visible, dlq_in_flight = queue_depth(world.sqs, state.dead_letter_queue_url)
-    shipped = shipped_meta(world, scope)
+    stored_at = stored_meta(world, scope)
+    shipped = shipped_meta(stored_at)
     meta_written = {s["stream"]: s["meta_segments"] for s in streams}
     unshipped = {k: v - shipped.get(k, 0) for k, v in meta_written.items() if v != shipped.get(k, 0)}
     not_complete = Counter((st, ix) for _, _, _, st, ix in executions.values() if ix != "complete")
@@ -783,6 +801,18 @@ def soak(
         print(
             f"freshness (RootEnded -> queryable): p50 {percentile(xs, 0.5):.2f} s"
             f"  p95 {percentile(xs, 0.95):.2f} s  max {max(xs):.2f} s"
+        )
+        meta_of = dict(zip(table["root_id"].to_pylist(), table["meta_key"].to_pylist(), strict=True))
+        stages = freshness_stages(
+            ended_at, meta_of, stored_at, started_at, {r: t / NS for r, t in committed.items()}
+        )
+        print(
+            f"  by stage, p50 / p95 over {len(stages['project'])} executions: "
+            + "; ".join(
+                f"{k} {percentile(v, 0.5):.2f} / {percentile(v, 0.95):.2f} s" for k, v in stages.items()
+            )
+            + " (publish: RootEnded to the meta object stored; deliver: to its workflow started;"
+            " project: to the ledger's stamp)"
         )
     if killed:
         around = [v for r, v in lags.items() if killed[1] - 30 <= ended_at.get(r, 0) <= killed[1] + 60]
@@ -859,24 +889,58 @@ def resident_counts(world: Any, sql: str) -> dict[str, int]:
     return dict(zip(table["process_euid"].to_pylist(), table["n"].to_pylist(), strict=True))
 
 
-def shipped_meta(world: Any, scope: Any) -> dict[str, int]:
-    """Meta objects in the bucket, per stream."""
-    from formats.object_keys import InvalidKeyError, evidence_prefix, parse_evidence_key
+def stored_meta(world: Any, scope: Any) -> dict[str, float]:
+    """Meta objects in the bucket: key -> when S3 stored it (epoch seconds; moto's listing gives
+    whole seconds, so this is up to a second early)."""
+    from formats.object_keys import evidence_prefix
     from worker.bridge.routing import kind_of
 
-    out: Counter[str] = Counter()
     pages = world.s3.get_paginator("list_objects_v2").paginate(
         Bucket=world.state.bucket, Prefix=evidence_prefix(scope) + "streams/"
     )
-    for page in pages:
-        for obj in page.get("Contents", []):
-            if kind_of(obj["Key"]) != "meta":
-                continue
-            with contextlib.suppress(InvalidKeyError):
-                euid = parse_evidence_key(obj["Key"]).euid
-                if euid:
-                    out[euid] += 1
+    return {
+        obj["Key"]: obj["LastModified"].timestamp()
+        for page in pages
+        for obj in page.get("Contents", [])
+        if kind_of(obj["Key"]) == "meta"
+    }
+
+
+def shipped_meta(keys: Iterable[str]) -> dict[str, int]:
+    """Meta objects per stream."""
+    from formats.object_keys import InvalidKeyError, parse_evidence_key
+
+    out: Counter[str] = Counter()
+    for key in keys:
+        with contextlib.suppress(InvalidKeyError):
+            euid = parse_evidence_key(key).euid
+            if euid:
+                out[euid] += 1
     return dict(out)
+
+
+def freshness_stages(
+    ended_at: dict[str, float],
+    meta_of: dict[str, str],
+    stored_at: dict[str, float],
+    started_at: dict[str, float],
+    committed_at: dict[str, float],
+) -> dict[str, list[float]]:
+    """Each execution's freshness cut at the moments the stack records (seconds): RootEnded to its
+    meta object stored in S3 (the writer's cycle and the publisher's flush interval), stored to its
+    ProjectMetaObject workflow started (the notification, SQS and the bridge), started to the
+    ledger's commit stamp (reads, assembly, Boundary, Lance). S3's stamp is in whole seconds, so
+    half a second is added to it: each of the first two stages is then within half a second."""
+    out: dict[str, list[float]] = {"publish": [], "deliver": [], "project": []}
+    for root, done in committed_at.items():
+        key = meta_of.get(root)
+        if root not in ended_at or key not in stored_at or key not in started_at:
+            continue
+        stored = stored_at[key] + 0.5
+        out["publish"].append(stored - ended_at[root])
+        out["deliver"].append(started_at[key] - stored)
+        out["project"].append(done - started_at[key])
+    return out
 
 
 def window_figures(
