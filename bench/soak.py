@@ -825,6 +825,7 @@ def soak(
         )
     cpu_report(samples, t_start, t_stop, final, committed, n_exec, lags, ended_at, minutes)
     memory_report(samples, t_start, t_stop, killed[1] if killed else None)
+    phase_report(logs)
     conflict_report(logs)
     flush_report(logs / "boundary.log")
     bridge_report(run_dir / "bridge.heartbeat")
@@ -1098,6 +1099,46 @@ def flush_report(log: Path) -> None:
         f"Boundary flushes into ClickHouse: {flushes} in {seconds} s ({flushes / max(seconds, 1):.2f}/s,"
         f" each a ClickHouse insert per relation) for {requests} batch-set requests;"
         f" {rows / max(inserts, 1):.0f} rows per fact-table insert on average"
+    )
+
+
+# The worker's timing lines (activities/projection_activities.py), one of each per meta object.
+PHASE_LINES = (
+    re.compile(r"meta read executions=\d+ (read)=([\d.]+)s"),
+    re.compile(r"projected executions=\d+ (values\+assemble)=([\d.]+)s (boundary)=([\d.]+)s"),
+    re.compile(r"lance committed (datasets)=([\d.]+)s (ledger)=([\d.]+)s"),
+)
+
+
+def phase_times(lines: Iterable[str]) -> dict[str, list[float]]:
+    """Seconds per meta object in each phase of its activity, from the workers' timing lines."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for line in lines:
+        for pattern in PHASE_LINES:
+            if m := pattern.search(line):
+                groups = m.groups()
+                for name, secs in zip(groups[::2], groups[1::2], strict=True):
+                    out[name].append(float(secs))
+                break
+    return dict(out)
+
+
+def phase_report(logs: Path) -> None:
+    """Where the project stage of freshness goes, phase by phase (both workers): reading the
+    objects, resolving values and assembling, Boundary (its cadence included), the datasets'
+    Lance commits (the committer's cadence included), then the ledger's, after the stamp."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for path in (logs / "worker.log", logs / "worker2.log"):
+        if path.exists():
+            with path.open(errors="replace") as f:
+                for name, xs in phase_times(f).items():
+                    times[name] += xs
+    if not times:
+        print("activity phases: no timing line in the workers' logs")
+        return
+    print(
+        "activity phases per meta object, p50 / p95: "
+        + "; ".join(f"{k} {percentile(v, 0.5):.2f} / {percentile(v, 0.95):.2f} s" for k, v in times.items())
     )
 
 
