@@ -110,9 +110,9 @@ class BoundaryFactSink:
 
 
 class GroupedFactSink:
-    """Concurrent activities' batch sets go to Boundary together: one request in flight per
-    scope, holding every set that came while the last was out (and at most once per
-    ``interval_s`` when that is set).
+    """Concurrent activities' batch sets go to Boundary together: up to ``lanes`` requests in
+    flight per scope, the next holding every set that came while they were out (and each lane at
+    most once per ``interval_s`` when that is set). A set that finds a lane idle goes at once.
 
     A small meta object has a handful of batches; one request per meta object makes Boundary pay
     HTTP, TLS, parsing and a ClickHouse insert per relation for each. Grouped, each activity
@@ -121,12 +121,20 @@ class GroupedFactSink:
     callers (a program's function definitions) are sent once."""
 
     def __init__(
-        self, inner: BoundaryFactSink, *, interval_s: float = 0.0, beat: Callable[[], None] | None = None
+        self,
+        inner: BoundaryFactSink,
+        *,
+        interval_s: float = 0.0,
+        lanes: int = 1,
+        beat: Callable[[], None] | None = None,
     ) -> None:
         """``beat`` is called every few seconds while a caller waits for its set's answer."""
+        if lanes < 1:
+            raise ValueError(f"lanes must be >= 1, got {lanes}")
         self.inner = inner
         self.client = inner.client
-        self._group: GroupCommit[Scope, Sequence[ProjectionBatch], None] = GroupCommit(
+        self.lanes = lanes
+        self._group: GroupCommit[tuple[Scope, int], Sequence[ProjectionBatch], None] = GroupCommit(
             self._send, interval_s=interval_s, beat=beat
         )
 
@@ -138,9 +146,13 @@ class GroupedFactSink:
 
     def put_batches(self, scope: Scope, batches: Sequence[ProjectionBatch]) -> None:
         if batches:
-            self._group.submit(scope, batches)
+            # Busy lanes: the set waits in the first one's queue (they come back together when
+            # Boundary's flush answers them both).
+            lane = next((k for k in range(self.lanes) if self._group.idle((scope, k))), 0)
+            self._group.submit((scope, lane), batches)
 
-    def _send(self, scope: Scope, sets: list[Sequence[ProjectionBatch]]) -> list[Exception | None]:
+    def _send(self, key: tuple[Scope, int], sets: list[Sequence[ProjectionBatch]]) -> list[Exception | None]:
+        scope = key[0]
         unique: dict[tuple[str, str], int] = {}
         flat: list[ProjectionBatch] = []
         for batches in sets:
@@ -155,9 +167,15 @@ class GroupedFactSink:
         return out
 
 
+# Requests in flight per scope from one worker. Boundary holds a request until its next flush
+# (its cadence): with one lane, a set that came while the request waited there waited for that
+# flush, then for the next. With two, it joins the waiting request's flush; a third set waits.
+SINK_LANES = 2
+
+
 def fact_sink(client: Any, beat: Callable[[], None] | None = None) -> FactSink:
     """The worker's sink: grouped, with no cadence of its own. Boundary flushes at most once per
     its ``fact_flush_interval_s`` across every worker, holding a request that comes sooner; a
     cadence here as well made each set wait for both (docs/boundary-facts.md, "Group commit on a
     cadence")."""
-    return GroupedFactSink(BoundaryFactSink(client), beat=beat)
+    return GroupedFactSink(BoundaryFactSink(client), lanes=SINK_LANES, beat=beat)

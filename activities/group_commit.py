@@ -93,6 +93,12 @@ class GroupCommit(Generic[K, I, R]):
                 leader.start()
         return done
 
+    def idle(self, key: K) -> bool:
+        """True when the key has nothing queued or in flight: an item queued now is flushed at once
+        (after the interval since the key's last flush)."""
+        with self._lock:
+            return key not in self._leaders
+
     def close(self, timeout_s: float | None = None) -> None:
         """Wait for the leaders: every item queued so far is flushed, and its upkeep done."""
         with self._lock:

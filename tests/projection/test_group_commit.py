@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from activities.fact_sink import GroupedFactSink, fact_sink
+from activities.fact_sink import SINK_LANES, GroupedFactSink, fact_sink
 from activities.group_commit import GroupCommit, wait
 from activities.projection.model import BatchHeader, ProjectionBatch
 from formats.object_keys import Scope
@@ -155,9 +155,7 @@ def test_the_workers_sink_sends_at_once_and_groups_what_comes_while_a_request_is
         return answers(scope, batches)
 
     inner.answers = held  # type: ignore[method-assign]
-    workers = fact_sink(object())
-    assert isinstance(workers, GroupedFactSink) and workers._group.interval_s == 0.0
-    sink = GroupedFactSink(inner)  # type: ignore[arg-type]  # as fact_sink builds it: no interval
+    sink = GroupedFactSink(inner)  # type: ignore[arg-type]  # no interval, as fact_sink builds it
     first = threading.Thread(target=sink.put_batches, args=(SCOPE, [_batch("first", "d")]))
     first.start()
     assert out.wait(10)
@@ -175,6 +173,52 @@ def test_the_workers_sink_sends_at_once_and_groups_what_comes_while_a_request_is
     sink.put_batches(SCOPE, [_batch("alone", "d")])
     assert time.monotonic() - started < 5.0  # not held behind anything
     assert inner.requests[-1] == ["alone"]
+
+
+def test_the_workers_sink_has_a_second_lane_so_a_set_joins_the_flush_boundary_holds() -> None:
+    """Boundary holds a request until its next flush. The worker's sink has no cadence and two
+    lanes: a set that comes while one request is out goes at once, in a second request that can
+    join the same flush; only once both are out do sets wait, together, for the next request."""
+    workers = fact_sink(object())
+    assert isinstance(workers, GroupedFactSink)
+    assert workers._group.interval_s == 0.0 and workers.lanes == SINK_LANES == 2
+    inner = Inner()
+    both_out = threading.Barrier(3, timeout=10)  # the two requests and this test
+    released = threading.Event()
+    answers = inner.answers
+    sent = iter(range(100))
+    lock = threading.Lock()
+
+    def held(scope: Scope, batches: Sequence[ProjectionBatch]) -> list[Exception | None]:
+        with lock:
+            n = next(sent)
+        if n < 2:  # the first two requests stay out until released
+            both_out.wait()
+            released.wait(10)
+        return answers(scope, batches)
+
+    inner.answers = held  # type: ignore[method-assign]
+    sink = GroupedFactSink(inner, lanes=2)  # type: ignore[arg-type]
+    first = [
+        threading.Thread(target=sink.put_batches, args=(SCOPE, [_batch(name, "d")]))
+        for name in ("one", "two")
+    ]
+    first[0].start()
+    time.sleep(0.2)  # "one" is out before "two" comes
+    first[1].start()
+    both_out.wait()  # raises BrokenBarrierError unless "two" went while "one" was out
+    later = [
+        threading.Thread(target=sink.put_batches, args=(SCOPE, [_batch(f"b{i}", "d")])) for i in range(3)
+    ]
+    for t in later:
+        t.start()
+    time.sleep(0.2)  # all three queued behind the two requests that are out
+    released.set()
+    for t in [*first, *later]:
+        t.join(10)
+    assert sorted(map(sorted, inner.requests)) == [["b0", "b1", "b2"], ["one"], ["two"]]
+    with pytest.raises(ValueError, match="lanes"):
+        GroupedFactSink(inner, lanes=0)  # type: ignore[arg-type]
 
 
 def test_one_caller_queues_several_keys_and_their_flushes_run_side_by_side() -> None:
