@@ -26,9 +26,11 @@ of a busy worker sends about a second's worth).
 ``--in-process [--executions 2000] [--meta-per-request 1] [--rounds 2]``: the same batch sets
 through Boundary's binary-set handler called in this process (no HTTP, TLS or JWT), so a change
 of a few percent in the ingest path stands out of the noise. Prints CPU per execution per round,
-the store's share and its ClickHouse calls by client method. ``--sweep 10,50,200`` instead runs
-one fresh round per set size (executions per set) and fits the CPU to a cost per request plus a
-cost per execution (how Boundary's cost per execution falls as flushes grow, and where it stops).
+the store's share, its ClickHouse calls by client method, and Boundary's own Python (the
+handler's thread outside those calls: what stays in Boundary with a ClickHouse server).
+``--sweep 10,50,200`` instead runs one fresh round per set size (executions per set) and fits the
+CPU to a cost per request plus a cost per execution (how Boundary's cost per execution falls as
+flushes grow, and where it stops).
 
 ``--registry-growth 0,1000000,4000000 [--flush-batches 1000]``: a flush's cost as the batch
 registry grows, today's registry (sorted and read by root id) against the one before 2026-12-04

@@ -28,7 +28,9 @@ of executions) against what the stores hold:
 Freshness of an execution = its ledger row's ``committed_at_ns`` (stamped once its facts are
 visible in Boundary and its private rows are committed to Lance, the ledger's own commit follows
 within one committer interval) minus its RootEnded time as the synth wrote it (the segment reaches
-disk at the end of that publish cycle, up to 1 s later, so the figure is conservative). CPU is read
+disk at the end of that publish cycle, up to 1 s later, so the figure is conservative), cut by
+stage (publish, deliver, project: ``freshness_stages``) and the activity's phases per meta object
+from the workers' timing lines (``phase_times``). CPU is read
 from /proc per process group for every part of the stack, both workers, the load generator and
 this bench, and divided by the executions and meta objects projected in the same window. The
 baseline in the same run is the first minute of load against the last: per-execution cost and

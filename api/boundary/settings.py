@@ -56,9 +56,10 @@ class BoundarySettings(BaseSettings):
         description="Projection batches are inserted into ClickHouse at most once per this interval per"
         " Boundary process (one insert per table per flush; ClickHouse wants about one a second):"
         " a request that comes sooner after the last flush waits for the interval's end with the"
-        " others that come meanwhile. 0: flush as soon as the previous flush ends (then every"
-        " worker's set is a flush of its own: the workers' sinks have no cadence; about twice"
-        " Boundary's CPU in a light soak).",
+        " others that come meanwhile. 0.5 for fresher facts (freshness p95 8.3 -> 7.4 s in a"
+        " light soak, for 17% more of Boundary's CPU). 0: flush as soon as the previous flush"
+        " ends (then every worker's set is a flush of its own: the workers' sinks have no"
+        " cadence; about twice Boundary's CPU in a light soak).",
     )
     fact_flush_rows: int = Field(
         default=1_000,
