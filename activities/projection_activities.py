@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -76,6 +77,17 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 log = logging.getLogger("baml_studio.projection")
+
+# A meta object's timing lines (durations only, no values), and the patterns that read their
+# phases back (bench/soak.py): each pattern's groups are (phase name, seconds) pairs.
+READ_LINE = "meta read executions=%d read=%.3fs"
+PROJECTED_LINE = "projected executions=%d values+assemble=%.3fs boundary=%.3fs lance=%.3fs"
+LANCE_LINE = "lance committed datasets=%.3fs ledger=%.3fs"
+PHASE_LINES = (
+    re.compile(r"meta read executions=\d+ (read)=([\d.]+)s"),
+    re.compile(r"projected executions=\d+ (values\+assemble)=([\d.]+)s (boundary)=([\d.]+)s"),
+    re.compile(r"lance committed (datasets)=([\d.]+)s (ledger)=([\d.]+)s"),
+)
 
 _INDEX_CORRUPT = "index_corrupt"
 
@@ -420,9 +432,7 @@ class ProjectionActivities:
         if ledger.num_rows:
             self.committer.merge(scope, LEDGER, ledger)
         # The ledger's commit comes after the freshness stamp (committed_at_ns): timed apart.
-        log.info(
-            "lance committed datasets=%.3fs ledger=%.3fs", stamped - began, time.perf_counter() - stamped
-        )
+        log.info(LANCE_LINE, stamped - began, time.perf_counter() - stamped)
         return rows
 
     def _outcome(self, projection: ExecutionProjection) -> c.ExecutionOutcome:
@@ -471,7 +481,7 @@ class ProjectionActivities:
         )
         # Durations only (no values): where an object's projection time goes, for freshness work.
         log.info(
-            "projected executions=%d values+assemble=%.3fs boundary=%.3fs lance=%.3fs",
+            PROJECTED_LINE,
             len(projections),
             t1 - t0,
             t2 - t1,
@@ -548,7 +558,7 @@ class ProjectionActivities:
             for r in ended
         ]
         heartbeat("read", len(inputs))
-        log.info("meta read executions=%d read=%.3fs", len(inputs), time.perf_counter() - began)
+        log.info(READ_LINE, len(inputs), time.perf_counter() - began)
         outcomes, sent, rows = self._project(
             reader, scope, inp.generation, inputs, sweep=False, meta_key=inp.key
         )

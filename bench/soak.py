@@ -77,6 +77,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
+from activities.projection_activities import PHASE_LINES  # noqa: E402
 from activities.settings import ProjectionSettings  # noqa: E402
 from api.boundary.facts.store import FLUSH_LINE  # noqa: E402
 from formats.synth import LiveSynth, SynthConfig  # noqa: E402
@@ -1104,16 +1105,9 @@ def flush_report(log: Path) -> None:
     )
 
 
-# The worker's timing lines (activities/projection_activities.py), one of each per meta object.
-PHASE_LINES = (
-    re.compile(r"meta read executions=\d+ (read)=([\d.]+)s"),
-    re.compile(r"projected executions=\d+ (values\+assemble)=([\d.]+)s (boundary)=([\d.]+)s"),
-    re.compile(r"lance committed (datasets)=([\d.]+)s (ledger)=([\d.]+)s"),
-)
-
-
 def phase_times(lines: Iterable[str]) -> dict[str, list[float]]:
-    """Seconds per meta object in each phase of its activity, from the workers' timing lines."""
+    """Seconds per meta object in each phase of its activity, from the workers' timing lines
+    (one of each per meta object; the patterns live beside the lines' formats)."""
     out: dict[str, list[float]] = defaultdict(list)
     for line in lines:
         for pattern in PHASE_LINES:
