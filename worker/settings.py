@@ -195,6 +195,21 @@ class SqsBridgeSettings(DeploymentSettings):
     retry_delay_s: int = Field(
         default=30, ge=0, le=43200, description="A message left for retry becomes visible again after this."
     )
+    result_long_polls: int = Field(
+        default=256,
+        ge=0,
+        description=(
+            "Workflow results awaited by a long poll at once; the others are found by a visibility"
+            " query every completion_poll_s (a long poll per message in hand costs the Temporal"
+            " server CPU in proportion to the backlog, and past about 1,000 it refuses them)."
+        ),
+    )
+    completion_poll_s: float = Field(
+        default=1.0, gt=0, description="Seconds between two visibility queries for closed runs."
+    )
+    completion_batch: int = Field(
+        default=200, ge=1, le=1000, description="Workflows one visibility query asks about, packs first."
+    )
     hold_max_s: float = Field(
         default=11 * 3600.0,
         gt=0,

@@ -55,6 +55,7 @@ from api.dataplane.aws import aws_client
 from api.dataplane.boundary_client import BoundaryError
 from formats.contracts import projection as c
 from formats.deployment_settings import ConfigurationError, stack_run_dir
+from worker.bridge.completions import ClosedWatch, closed_query
 from worker.bridge.delivery import DeliveryClock
 from worker.bridge.disposition import Disposition, ObjectResult, decide
 from worker.bridge.messages import MessageFormatError, ObjectEvent, parse_message
@@ -243,6 +244,9 @@ class Bridge:
         self._packs: dict[str, set[asyncio.Event]] = {}
         # The messages being handled: when each one's visibility was last set (_extend_held).
         self._held = HeldVisibility(settings.visibility_extension_s, settings.visibility_timeout_s)
+        # Results awaited by long poll at once; the others are found by _find_closed.
+        self._long_polls = asyncio.Semaphore(settings.result_long_polls)
+        self._closed = ClosedWatch()
         self._sqs_threads = ThreadPoolExecutor(sqs_call_threads(settings), thread_name_prefix="bridge-sqs")
         self._extensions_failing = False  # the last extension call failed (warned once per outage)
 
@@ -320,7 +324,7 @@ class Bridge:
             slot = _SLOT.get()
             if slot is not None:
                 slot.release()
-            outcome = await self._result(handle)
+            outcome = await self._result(handle, pack=r.kind == "pack")
         except WorkflowFailureError as exc:
             cause = exc.cause
             log.warning("workflow %s failed: %s", r.workflow_id, type(cause).__name__)
@@ -335,13 +339,31 @@ class Bridge:
             await self._wake_metas(stream, outcome.landed_cids)
         return ObjectResult(event.key, outcome.done, outcome.quarantined)
 
-    async def _result(self, handle: WorkflowHandle[Any, c.WorkflowOutcomes]) -> c.WorkflowOutcomes:
-        """The started workflow's outcome. Each wait is a long poll of its history, and a server
-        refuses long polls past its limit per namespace (RESOURCE_EXHAUSTED, "namespace concurrent
-        poller limit exceeded": seen with 1,300 messages in hand in a 10-minute soak at 100
-        executions/s, 826 times). The workflow runs on meanwhile, so the wait is asked again after a
-        pause, with the message still in hand: giving it back costs a receive, and the fifth receive
-        dead-letters a message whose workflow succeeds."""
+    async def _result(
+        self, handle: WorkflowHandle[Any, c.WorkflowOutcomes], *, pack: bool
+    ) -> c.WorkflowOutcomes:
+        """The started workflow's outcome: by a long poll while fewer than ``result_long_polls`` are
+        under way, else once the visibility query of :meth:`_find_closed` has found the run closed
+        (worker/bridge/completions.py: a long poll per message in hand cost the server and the
+        bridge in proportion to the backlog)."""
+        if not self._long_polls.locked():
+            async with self._long_polls:
+                return await self._long_poll(handle)
+        closed = self._closed.watch(handle.id, pack=pack)
+        try:
+            await closed.wait()
+        finally:
+            self._closed.release(handle.id)
+        self.tally["results_by_query"] += 1
+        return await self._long_poll(handle)  # closed: the history's last event answers at once
+
+    async def _long_poll(self, handle: WorkflowHandle[Any, c.WorkflowOutcomes]) -> c.WorkflowOutcomes:
+        """Each wait is a long poll of the run's history, and a server refuses long polls past its
+        limit per namespace (RESOURCE_EXHAUSTED, "namespace concurrent poller limit exceeded": seen
+        with 1,300 messages in hand in a 10-minute soak at 100 executions/s, 826 times). The
+        workflow runs on meanwhile, so the wait is asked again after a pause, with the message still
+        in hand: giving it back costs a receive, and the fifth receive dead-letters a message whose
+        workflow succeeds."""
 
         def throttled(exc: BaseException) -> bool:
             return isinstance(exc, RPCError) and exc.status == RPCStatusCode.RESOURCE_EXHAUSTED
@@ -358,6 +380,24 @@ class Bridge:
             with attempt:
                 return await handle.result()
         raise AssertionError("unreachable: AsyncRetrying returns or raises")
+
+    async def _find_closed(self) -> None:
+        """Every ``completion_poll_s``, one visibility query for the runs of up to
+        ``completion_batch`` of the workflows waited on without a long poll; those found closed are
+        woken. A failed query is asked again at the next look (the runs go on meanwhile)."""
+        while True:
+            await asyncio.sleep(self.settings.completion_poll_s)
+            batch = self._closed.next_batch(self.settings.completion_batch)
+            if not batch:
+                continue
+            try:
+                query = closed_query(batch)
+                found = [w.id async for w in self.client.list_workflows(query, page_size=len(batch))]
+            except RPCError as exc:
+                log.warning("closed-run query failed: %s", exc.status.name)
+                self.tally["closed_query_failed"] += 1
+                continue
+            self._closed.found_closed(found)
 
     # --- messages ----------------------------------------------------------------------------
 
@@ -559,6 +599,7 @@ class Bridge:
     async def run(self, stop: asyncio.Event) -> None:
         beat = asyncio.create_task(self._heartbeat())
         extender = asyncio.create_task(self._extend_held())
+        finder = asyncio.create_task(self._find_closed())
         log.info("receiving from queue %s", self.settings.queue_name)
         try:
             while not stop.is_set():
@@ -590,6 +631,7 @@ class Bridge:
         finally:
             beat.cancel()
             extender.cancel()
+            finder.cancel()
             # Messages still being handled are left: they become visible again and are redelivered.
             for task in list(self._tasks):
                 task.cancel()

@@ -498,3 +498,27 @@ def test_a_refused_result_wait_is_asked_again_with_the_message_in_hand(moto_url:
         assert _count(q.sqs, q.dlq) == (0, 0)
 
     _run(moto_url, scenario)
+
+
+def test_results_past_the_long_polls_are_found_by_a_visibility_query(moto_url: str) -> None:
+    # With one long poll allowed, the first message's result is long-polled; the other three
+    # meta objects' runs are found closed by the bridge's visibility query, and their messages
+    # deleted. Without the query they stay in hand (checked: the wait times out).
+    keys = [KEY.replace("/e1/", "/pending/").format(seq=f"{i:020d}") for i in range(21, 25)]
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        for k in keys:
+            q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
+        await _until(lambda: _all_held(q, len(keys)), 20, "every message in hand")
+        await _until(lambda: _ge(_started(client, keys), len(keys)), 20, "every run started")
+        for k in keys:
+            await client.get_workflow_handle(ids.project_meta_id(1, k)).signal("values_landed")
+        await _until(lambda: _empty(q), 30, "every message deleted once its run is done")
+        assert bridge.tally["delete"] == len(keys)
+        assert bridge.tally["results_by_query"] == len(keys) - 1
+
+    _run(moto_url, scenario, result_long_polls=1, completion_poll_s=0.2)
+
+
+async def _started(client: Client, keys: list[str]) -> int:
+    return sum([await _runs(client, ids.project_meta_id(1, k)) for k in keys])

@@ -1,0 +1,217 @@
+"""What the bridge's waits for results cost with many messages in hand: a long poll each, against
+long polls up to ``result_long_polls`` and a visibility query for the rest (worker/bridge/completions.py).
+
+    .venv/bin/python bench/bridge_results.py [--held 250,1000,2000] [--window 30]
+
+For each number held, in one run against one Temporal dev server and a moto server (SQS): that many
+meta objects' messages are sent, the real bridge receives them and starts their runs (a stand-in
+workflow with the real name, waiting for ``values_landed``), and holds them. Over ``--window``
+seconds it prints the CPU of the Temporal server, of the bridge's process and of moto, per second;
+then every run is signalled and it prints how long until the last message was deleted. Each
+figure for the default settings is printed beside the same figure with a long poll per message
+(``result_long_polls`` above the number held), measured first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import boto3
+from proc_cpu import process_cpu
+from temporalio import workflow
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from formats.contracts import ids
+from formats.contracts import projection as c
+from worker.bridge.messages import replay_body
+from worker.settings import SqsBridgeSettings
+from worker.sqs_bridge import Bridge, GenerationCache
+from worker.stack.launcher import temporal_binary
+
+KEY = "evidence/v1/t1/p1/e1/streams/{stream}/meta/{seq:020d}.bamlmeta.zst"
+
+
+@workflow.defn(name=ids.PROJECT_META, sandboxed=False)
+class WaitsForValues:
+    """A meta object whose executions wait for their values until a pack lands."""
+
+    def __init__(self) -> None:
+        self._landed = False
+
+    @workflow.signal(name="values_landed")
+    def values_landed(self, cids: list[str] | None = None) -> None:
+        self._landed = True
+
+    @workflow.run
+    async def run(self, inp: c.ProjectMetaWorkflowInput) -> c.WorkflowOutcomes:
+        await workflow.wait_condition(lambda: self._landed, timeout=timedelta(hours=1))
+        return c.WorkflowOutcomes(inp.key, True, ())
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _server_pid() -> int:
+    """The Temporal dev server: this process's child running the temporal binary."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and b"temporal" in cmd:
+            return int(pid)
+    raise RuntimeError("no Temporal dev server among this process's children")
+
+
+def _queue(sqs: Any) -> str:
+    name = uuid.uuid4().hex[:12]
+    dlq = sqs.create_queue(QueueName=f"dlq-{name}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "5"})
+    return str(sqs.create_queue(QueueName=f"q-{name}", Attributes={"RedrivePolicy": redrive})["QueueUrl"])
+
+
+def _counts(sqs: Any, url: str) -> tuple[int, int]:
+    a = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(a["ApproximateNumberOfMessages"]), int(a["ApproximateNumberOfMessagesNotVisible"])
+
+
+async def _until(what: str, cond: Any, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not await asyncio.to_thread(cond):
+        if time.monotonic() > end:
+            raise RuntimeError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.5)
+
+
+async def one(
+    env: WorkflowEnvironment, sqs: Any, moto_pid: int, held: int, window: float, long_polls: int
+) -> dict[str, float]:
+    url = _queue(sqs)
+    stream = uuid.uuid4().hex
+    keys = [KEY.format(stream=stream, seq=i) for i in range(1, held + 1)]
+    for start in range(0, held, 10):
+        entries = [
+            {"Id": str(i), "MessageBody": replay_body("b", k)} for i, k in enumerate(keys[start : start + 10])
+        ]
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    tq = f"tq-{uuid.uuid4().hex[:8]}"
+    settings = SqsBridgeSettings(task_queue=tq, result_long_polls=long_polls, max_in_flight=32)
+    bridge = Bridge(
+        settings,
+        sqs=sqs,
+        client=env.client,
+        generations=GenerationCache(lambda _env: 1, 60),
+        queue_url=url,
+        dlq_url=url,
+    )
+    stop = asyncio.Event()
+    server = _server_pid()
+    async with Worker(
+        env.client, task_queue=tq, workflows=[WaitsForValues], max_concurrent_workflow_tasks=50
+    ):
+        running = asyncio.create_task(bridge.run(stop))
+        await _until("every message in hand", lambda: _counts(sqs, url) == (0, held), 600)
+        await asyncio.sleep(10)  # the starts' own work settles
+        s0, b0, m0, t0 = process_cpu(server), time.process_time(), process_cpu(moto_pid), time.monotonic()
+        await asyncio.sleep(window)
+        s1, b1, m1, t1 = process_cpu(server), time.process_time(), process_cpu(moto_pid), time.monotonic()
+        sent = time.monotonic()
+        for k in keys:
+            await env.client.get_workflow_handle(ids.project_meta_id(1, k)).signal("values_landed")
+        signalled = time.monotonic() - sent
+        await _until("every message deleted", lambda: _counts(sqs, url) == (0, 0), 600)
+        drained = time.monotonic() - sent
+        stop.set()
+        await asyncio.wait_for(running, 30)
+    span = t1 - t0
+    return {
+        "server": (s1 - s0) / span * 1000,
+        "bridge": (b1 - b0) / span * 1000,
+        "moto": (m1 - m0) / span * 1000,
+        "signalled": signalled,
+        "drained": drained,
+        "by_query": float(bridge.tally["results_by_query"]),
+        "throttled": float(bridge.tally["result_throttled"]),
+    }
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--held", default="250,1000,2000", help="messages in hand, comma-separated")
+    ap.add_argument("--window", type=float, default=30.0, help="seconds over which CPU is measured")
+    args = ap.parse_args()
+    port = _port()
+    moto = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            region_name="us-east-1",
+            aws_access_key_id="b",
+            aws_secret_access_key="b",
+        )
+        await _until("moto", lambda: _try(sqs), 30)
+        default = SqsBridgeSettings().result_long_polls
+        env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(temporal_binary()))
+        async with env:
+            print(
+                "held  waits           CPU ms/s: server  bridge    moto   signals -> all deleted"
+                "  found by query  polls refused"
+            )
+            for held in [int(h) for h in args.held.split(",")]:
+                rows = {}
+                for label, polls in (("long poll each", held + 1), (f"{default} long polls", default)):
+                    r = rows[label] = await one(env, sqs, moto.pid, held, args.window, polls)
+                    print(
+                        f"{held:5d} {label:>15s}           {r['server']:7.1f} {r['bridge']:7.1f}"
+                        f" {r['moto']:7.1f}   {r['drained']:6.1f} s ({r['signalled']:.1f} s signalling)"
+                        f"  {r['by_query']:6.0f}  {r['throttled']:6.0f}",
+                        flush=True,
+                    )
+                a, b = rows["long poll each"], rows[f"{default} long polls"]
+                print(
+                    f"{held:5d}           ratio default / each: server {b['server'] / a['server']:.2f},"
+                    f" bridge {b['bridge'] / a['bridge']:.2f}; drain {b['drained'] / a['drained']:.2f}",
+                    flush=True,
+                )
+    finally:
+        moto.terminate()
+        moto.wait()
+
+
+def _try(sqs: Any) -> bool:
+    try:
+        sqs.list_queues()
+        return True
+    except Exception:
+        return False
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
