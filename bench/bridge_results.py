@@ -141,7 +141,7 @@ async def one(
         for k in keys:
             await env.client.get_workflow_handle(ids.project_meta_id(1, k)).signal("values_landed")
         signalled = time.monotonic() - sent
-        await _until("every message deleted", lambda: _counts(sqs, url) == (0, 0), 600)
+        await _until("every message deleted", lambda: bridge.tally["delete"] >= held, 600)
         drained = time.monotonic() - sent
         stop.set()
         await asyncio.wait_for(running, 30)

@@ -192,6 +192,17 @@ class SqsBridgeSettings(DeploymentSettings):
     visibility_extension_s: float = Field(
         default=20.0, gt=0, description="Seconds between two visibility extensions of a message in hand."
     )
+    started_visibility_timeout_s: int = Field(
+        default=600,
+        ge=5,
+        le=43200,
+        description=(
+            "Visibility timeout of a message whose workflow has started, extended after the share of"
+            " it visibility_extension_s is of visibility_timeout_s (a third): the run goes on without"
+            " the bridge, so a bridge that dies delays only the message's deletion by up to this"
+            " much, and a held message costs fewer extension calls."
+        ),
+    )
     retry_delay_s: int = Field(
         default=30, ge=0, le=43200, description="A message left for retry becomes visible again after this."
     )

@@ -93,15 +93,19 @@ BOUNDARY_FAILURES = (BoundaryError, httpx.HTTPError, ValidationError)
 
 
 class _Slot:
-    """One message's share of ``max_in_flight``, released once: when its workflows have started."""
+    """One message's share of ``max_in_flight``, released once: when its workflows have started
+    (``started`` is then called: the message's visibility may be lengthened), or when its handling
+    ends without a start."""
 
-    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+    def __init__(self, semaphore: asyncio.Semaphore, started: Callable[[], None]) -> None:
         self._semaphore: asyncio.Semaphore | None = semaphore
+        self._started = started
 
     def release(self) -> None:
         if self._semaphore is not None:
             self._semaphore.release()
             self._semaphore = None
+            self._started()
 
 
 # The slot of the message being handled (contextvars follow it into the tasks it spawns).
@@ -243,7 +247,11 @@ class Bridge:
         self._metas: dict[str, set[str]] = {}
         self._packs: dict[str, set[asyncio.Event]] = {}
         # The messages being handled: when each one's visibility was last set (_extend_held).
-        self._held = HeldVisibility(settings.visibility_extension_s, settings.visibility_timeout_s)
+        self._held = HeldVisibility(
+            settings.visibility_extension_s,
+            settings.visibility_timeout_s,
+            settings.started_visibility_timeout_s,
+        )
         # Results awaited by long poll at once; the others are found by _find_closed.
         self._long_polls = asyncio.Semaphore(settings.result_long_polls)
         self._closed = ClosedWatch()
@@ -446,9 +454,10 @@ class Bridge:
                 task.cancel()
 
     async def _extend(self, receipts: list[str]) -> None:
+        timeouts = [self._held.timeout_for(r) for r in receipts]
         entries: list[ChangeMessageVisibilityBatchRequestEntryTypeDef] = [
-            {"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": self.settings.visibility_timeout_s}
-            for i, r in enumerate(receipts)
+            {"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": int(t)}
+            for i, (r, t) in enumerate(zip(receipts, timeouts, strict=True))
         ]
         sent_at = time.monotonic()
         try:
@@ -466,7 +475,8 @@ class Bridge:
             return
         self._extensions_failing = False
         for ok in resp.get("Successful", []):
-            self._held.extended(receipts[int(ok["Id"])], sent_at)
+            i = int(ok["Id"])
+            self._held.extended(receipts[i], sent_at, timeouts[i])
         self.tally["visibility_extensions"] += len(resp.get("Successful", []))
         for refused in resp.get("Failed", []):
             # Disposed of meanwhile, or received again after its visibility ran out (its receipt
@@ -538,7 +548,7 @@ class Bridge:
         return disposition
 
     async def _handle_slot(self, message: MessageTypeDef) -> None:
-        slot = _Slot(self._slots)
+        slot = _Slot(self._slots, partial(self._held.started, message["ReceiptHandle"]))
         _SLOT.set(slot)  # this task's own context
         try:
             await self.handle(message)

@@ -111,6 +111,9 @@ Scenario = Callable[[Client, Queues, Bridge], Awaitable[None]]
 def _run(
     moto_url: str, scenario: Scenario, lookup: Callable[[str], int] = lambda _env: 1, **settings_given: Any
 ) -> None:
+    # A started message keeps the receive's timeout unless a test asks for the longer one.
+    settings_given.setdefault("started_visibility_timeout_s", settings_given.get("visibility_timeout_s", 5))
+
     async def main() -> None:
         env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL))
         try:
@@ -522,3 +525,29 @@ def test_results_past_the_long_polls_are_found_by_a_visibility_query(moto_url: s
 
 async def _started(client: Client, keys: list[str]) -> int:
     return sum([await _runs(client, ids.project_meta_id(1, k)) for k in keys])
+
+
+def test_a_started_message_is_held_with_the_longer_timeout_and_extended_less_often(moto_url: str) -> None:
+    keys = [KEY.replace("/e1/", "/pending/").format(seq=f"{i:020d}") for i in range(31, 34)]
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        counting = _CountingSqs(q.sqs)
+        bridge.sqs = counting
+        for k in keys:
+            q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
+        await _until(lambda: _all_held(q, len(keys)), 15, "every message in hand")
+        await _until(lambda: _ge(_started(client, keys), len(keys)), 15, "every run started")
+        batches = counting.calls["change_message_visibility_batch"]
+        # Past the receive's 5 s timeout: the one lengthening to 30 s keeps them invisible, where
+        # the 5 s timeout took an extension call a second (test_held_messages_are_extended_ten_per_call).
+        await asyncio.sleep(8)
+        assert _count(q.sqs, q.url) == (0, len(keys))
+        assert bridge.tally["redelivered"] == 0 and bridge.tally["visibility_lapsed"] == 0
+        # At most one lengthening each (their runs may start a look apart); about eight at 5 s.
+        assert counting.calls["change_message_visibility_batch"] - batches <= len(keys)
+        assert bridge.tally["visibility_extensions"] >= len(keys)
+        for k in keys:
+            await client.get_workflow_handle(ids.project_meta_id(1, k)).signal("values_landed")
+        await _until(lambda: _empty(q), 20, "every message deleted once done")
+
+    _run(moto_url, scenario, started_visibility_timeout_s=30)
