@@ -1,15 +1,17 @@
-"""What the bridge's waits for results cost with many messages in hand: a long poll each, against
-long polls up to ``result_long_polls`` and a visibility query for the rest (worker/bridge/completions.py).
+"""What the bridge's messages in hand cost while their workflows run: the waits for results and
+the visibility extensions (worker/bridge/completions.py, worker/bridge/visibility.py).
 
-    .venv/bin/python bench/bridge_results.py [--held 250,1000,2000] [--window 30]
+    .venv/bin/python bench/bridge_results.py [--held 250,1000] [--window 30]
 
 For each number held, in one run against one Temporal dev server and a moto server (SQS): that many
 meta objects' messages are sent, the real bridge receives them and starts their runs (a stand-in
 workflow with the real name, waiting for ``values_landed``), and holds them. Over ``--window``
 seconds it prints the CPU of the Temporal server, of the bridge's process and of moto, per second;
-then every run is signalled and it prints how long until the last message was deleted. Each
-figure for the default settings is printed beside the same figure with a long poll per message
-(``result_long_polls`` above the number held), measured first.
+then every run is signalled and it prints how long until the bridge deleted the last message, and
+how many results it found by its visibility query. Three settings, in turn: as before
+2026-12-07 (a long poll per message, and each extended every 20 s for 60 s), the long polls
+capped at ``result_long_polls``, and the defaults (that, and a started message extended for
+``started_visibility_timeout_s``, every third of it); the ratios are the defaults' over the first.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ async def _until(what: str, cond: Any, timeout: float) -> None:
 
 
 async def one(
-    env: WorkflowEnvironment, sqs: Any, moto_pid: int, held: int, window: float, long_polls: int
+    env: WorkflowEnvironment, sqs: Any, moto_pid: int, held: int, window: float, long_polls: int, started: int
 ) -> dict[str, float]:
     url = _queue(sqs)
     stream = uuid.uuid4().hex
@@ -117,7 +119,9 @@ async def one(
         ]
         sqs.send_message_batch(QueueUrl=url, Entries=entries)
     tq = f"tq-{uuid.uuid4().hex[:8]}"
-    settings = SqsBridgeSettings(task_queue=tq, result_long_polls=long_polls, max_in_flight=32)
+    settings = SqsBridgeSettings(
+        task_queue=tq, result_long_polls=long_polls, started_visibility_timeout_s=started, max_in_flight=32
+    )
     bridge = Bridge(
         settings,
         sqs=sqs,
@@ -177,27 +181,40 @@ async def main() -> None:
             aws_secret_access_key="b",
         )
         await _until("moto", lambda: _try(sqs), 30)
-        default = SqsBridgeSettings().result_long_polls
+        default = before = SqsBridgeSettings()
         env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(temporal_binary()))
         async with env:
             print(
-                "held  waits           CPU ms/s: server  bridge    moto   signals -> all deleted"
-                "  found by query  polls refused"
+                "held  long polls, extension of a started message   CPU ms/s: server  bridge    moto"
+                "   signals -> all deleted  found by query  polls refused"
             )
             for held in [int(h) for h in args.held.split(",")]:
                 rows = {}
-                for label, polls in (("long poll each", held + 1), (f"{default} long polls", default)):
-                    r = rows[label] = await one(env, sqs, moto.pid, held, args.window, polls)
+                for label, polls, started in (
+                    ("each, 20 s", held + 1, before.visibility_timeout_s),
+                    (
+                        f"{default.result_long_polls}, 20 s",
+                        default.result_long_polls,
+                        before.visibility_timeout_s,
+                    ),
+                    (
+                        f"{default.result_long_polls}, 200 s",
+                        default.result_long_polls,
+                        default.started_visibility_timeout_s,
+                    ),
+                ):
+                    r = rows[label] = await one(env, sqs, moto.pid, held, args.window, polls, started)
                     print(
                         f"{held:5d} {label:>15s}           {r['server']:7.1f} {r['bridge']:7.1f}"
                         f" {r['moto']:7.1f}   {r['drained']:6.1f} s ({r['signalled']:.1f} s signalling)"
                         f"  {r['by_query']:6.0f}  {r['throttled']:6.0f}",
                         flush=True,
                     )
-                a, b = rows["long poll each"], rows[f"{default} long polls"]
+                a, b = rows["each, 20 s"], rows[label]
                 print(
-                    f"{held:5d}           ratio default / each: server {b['server'] / a['server']:.2f},"
-                    f" bridge {b['bridge'] / a['bridge']:.2f}; drain {b['drained'] / a['drained']:.2f}",
+                    f"{held:5d}           ratio default / as before: server {b['server'] / a['server']:.2f},"
+                    f" bridge {b['bridge'] / a['bridge']:.2f}, moto {b['moto'] / a['moto']:.2f};"
+                    f" drain {b['drained'] / a['drained']:.2f}",
                     flush=True,
                 )
     finally:

@@ -8,7 +8,10 @@ run is attached (``USE_EXISTING``); a run that completed is never repeated
 on the existing run's result by ID); only a failed, timed-out or terminated run may be started
 again. While the workflow runs the message's visibility is extended every
 ``visibility_extension_s``, ten messages per call (a failed extension is tried again within a
-quarter of that: worker/bridge/visibility.py). The result decides
+quarter of that: worker/bridge/visibility.py); once the run has started, to
+``started_visibility_timeout_s`` and a third as often. The result is long-polled for up to
+``result_long_polls`` messages at once, and found by a visibility query for the others
+(worker/bridge/completions.py). The result decides
 (worker/bridge/disposition.py): delete, send to the dead-letter queue with the quarantine
 marker's key (the workflow wrote the marker), or leave for redelivery after ``retry_delay_s``.
 
