@@ -408,6 +408,12 @@ class Bridge:
                 log.warning("closed-run query failed: %s", exc.status.name)
                 self.tally["closed_query_failed"] += 1
                 continue
+            except Exception:
+                # A bug: this loop must outlive it, or every message waiting on it stays in hand
+                # until hold_max_s. Logged with its traceback (ids only, no bodies), counted.
+                log.exception("closed-run query ended by an internal error")
+                self.tally["closed_query_failed"] += 1
+                continue
             self._closed.found_closed(found)
 
     # --- messages ----------------------------------------------------------------------------
