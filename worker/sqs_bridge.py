@@ -51,7 +51,14 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from activities.settings import ProjectionSettings, get_projection_settings
 from api.dataplane.aws import aws_client
@@ -515,7 +522,26 @@ class Bridge:
                     }
                 },
             )
-        await self._sqs_call(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
+        await self._delete(receipt)
+
+    async def _delete(self, receipt: str) -> None:
+        """Delete a disposed-of message, a call that did not reach SQS tried again in place (a
+        stalled endpoint's timeout): left to SQS instead, a message whose run has started comes back
+        only when its ``started_visibility_timeout_s`` runs out (docs/projection-runtime.md,
+        "2026-12-07"). An error SQS answered (a stale receipt) is not retried."""
+
+        def count(_: RetryCallState) -> None:
+            self.tally["delete_retried"] += 1
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(BotoCoreError),
+            stop=stop_after_attempt(4),
+            wait=wait_random_exponential(multiplier=0.5, max=4),
+            before_sleep=count,
+            reraise=True,
+        ):
+            with attempt:
+                await self._sqs_call(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
 
     async def handle(self, message: MessageTypeDef) -> Disposition:
         """Handle one received message to its end (delete, dead-letter or leave for retry)."""

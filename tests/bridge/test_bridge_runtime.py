@@ -551,3 +551,33 @@ def test_a_started_message_is_held_with_the_longer_timeout_and_extended_less_oft
         await _until(lambda: _empty(q), 20, "every message deleted once done")
 
     _run(moto_url, scenario, started_visibility_timeout_s=30)
+
+
+class _FailingDeletes(_CountingSqs):
+    """Real SQS whose first ``failures`` deletes fail as a stalled endpoint's do."""
+
+    def __init__(self, sqs: Any, failures: int) -> None:
+        super().__init__(sqs)
+        self.failures = failures
+
+    def delete_message(self, **kwargs: Any) -> Any:
+        self.calls["delete_message"] += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectTimeoutError(endpoint_url="http://stalled")
+        return self._sqs.delete_message(**kwargs)
+
+
+def test_a_delete_that_did_not_reach_sqs_is_tried_again_in_place(moto_url: str) -> None:
+    # Left to SQS, the message would come back only when its visibility ran out (600 s once its
+    # run has started): without the retry it is counted dispose_failed and redelivered (checked).
+    key = KEY.format(seq="0" * 18 + "41")
+
+    async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
+        bridge.sqs = _FailingDeletes(q.sqs, failures=2)
+        q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", key))
+        await _until(lambda: _empty(q), 20, "the message deleted")
+        assert bridge.tally["delete_retried"] == 2 and bridge.tally["delete"] == 1
+        assert bridge.tally["dispose_failed"] == 0 and bridge.tally["redelivered"] == 0
+
+    _run(moto_url, scenario)
