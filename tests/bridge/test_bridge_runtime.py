@@ -250,26 +250,34 @@ def test_held_messages_are_extended_ten_per_call(moto_url: str) -> None:
     _run(moto_url, scenario)
 
 
-class _FailingExtensions(_CountingSqs):
-    """Real SQS whose first ``failures`` visibility-batch calls fail as a stalled endpoint's do."""
+class _Stalling(_CountingSqs):
+    """Real SQS whose first ``failures`` calls of ``method`` fail as a stalled endpoint's do."""
 
-    def __init__(self, sqs: Any, failures: int) -> None:
+    def __init__(self, sqs: Any, method: str, failures: int) -> None:
         super().__init__(sqs)
+        self.method = method
         self.failures = failures
 
-    def change_message_visibility_batch(self, **kwargs: Any) -> Any:
-        self.calls["change_message_visibility_batch"] += 1
-        if self.failures > 0:
-            self.failures -= 1
-            raise ConnectTimeoutError(endpoint_url="http://stalled")
-        return self._sqs.change_message_visibility_batch(**kwargs)
+    def __getattr__(self, name: str) -> Any:
+        call = super().__getattr__(name)
+        if name != self.method:
+            return call
+
+        def stalled(*args: Any, **kwargs: Any) -> Any:
+            if self.failures > 0:
+                self.calls[name] += 1
+                self.failures -= 1
+                raise ConnectTimeoutError(endpoint_url="http://stalled")
+            return call(*args, **kwargs)
+
+        return stalled
 
 
 def test_a_failed_extension_is_tried_again_before_the_visibility_runs_out(moto_url: str) -> None:
     keys = [KEY.replace("/e1/", "/pending/").format(seq=f"{i:020d}") for i in range(21, 24)]
 
     async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
-        bridge.sqs = _FailingExtensions(q.sqs, failures=2)
+        bridge.sqs = _Stalling(q.sqs, "change_message_visibility_batch", failures=2)
         for k in keys:
             q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", k))
 
@@ -553,28 +561,13 @@ def test_a_started_message_is_held_with_the_longer_timeout_and_extended_less_oft
     _run(moto_url, scenario, started_visibility_timeout_s=30)
 
 
-class _FailingDeletes(_CountingSqs):
-    """Real SQS whose first ``failures`` deletes fail as a stalled endpoint's do."""
-
-    def __init__(self, sqs: Any, failures: int) -> None:
-        super().__init__(sqs)
-        self.failures = failures
-
-    def delete_message(self, **kwargs: Any) -> Any:
-        self.calls["delete_message"] += 1
-        if self.failures > 0:
-            self.failures -= 1
-            raise ConnectTimeoutError(endpoint_url="http://stalled")
-        return self._sqs.delete_message(**kwargs)
-
-
 def test_a_delete_that_did_not_reach_sqs_is_tried_again_in_place(moto_url: str) -> None:
     # Left to SQS, the message would come back only when its visibility ran out (600 s once its
     # run has started): without the retry it is counted dispose_failed and redelivered (checked).
     key = KEY.format(seq="0" * 18 + "41")
 
     async def scenario(client: Client, q: Queues, bridge: Bridge) -> None:
-        bridge.sqs = _FailingDeletes(q.sqs, failures=2)
+        bridge.sqs = _Stalling(q.sqs, "delete_message", failures=2)
         q.sqs.send_message(QueueUrl=q.url, MessageBody=replay_body("b", key))
         await _until(lambda: _empty(q), 20, "the message deleted")
         assert bridge.tally["delete_retried"] == 2 and bridge.tally["delete"] == 1

@@ -59,7 +59,8 @@ class HeldVisibility:
 
     def timeout_for(self, receipt: str) -> float:
         """The visibility timeout the receipt's next extension sets."""
-        if receipt in self._started and self.started_timeout_s is not None:
+        if receipt in self._started:
+            assert self.started_timeout_s is not None  # started() adds none without it
             return self.started_timeout_s
         return self.timeout_s
 
