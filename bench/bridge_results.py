@@ -3,14 +3,16 @@ the visibility extensions (worker/bridge/completions.py, worker/bridge/visibilit
 
     .venv/bin/python bench/bridge_results.py [--held 250,1000] [--window 30]
 
-For each number held, in one run against one Temporal dev server and a moto server (SQS): that many
-meta objects' messages are sent, the real bridge receives them and starts their runs (the bridge
-tests' stand-in workflow, waiting for ``values_landed``), and holds them. Over ``--window``
-seconds it prints the CPU of the Temporal server, of the bridge's process and of moto, per second;
-then every run is signalled and it prints how long until the bridge deleted the last message, and
-how many results it found by its visibility query. Three settings, in turn: as before
-2026-12-07 (a long poll per message, and each extended every 20 s for 60 s), the long polls
-capped at ``result_long_polls``, and the defaults (that, and a started message extended for
+For each number held and setting, against a Temporal dev server of its own and the stack's moto
+(``python -m worker.stack.moto_store``, with the stack's patches to moto's SQS), through the
+client the bridge makes for itself (``aws_client``: its timeouts and pool), that many meta
+objects' messages are sent; the real bridge receives them, starts their runs (the bridge tests'
+stand-in workflow, waiting for ``values_landed``) and holds them. Over ``--window`` seconds it
+prints the CPU of the Temporal server, of the bridge's process and of moto, per second; then every
+run is signalled and it prints how long until the bridge deleted the last message, and how many
+results it found by its visibility query. Three settings, in turn: as before 2026-12-07 (a long
+poll per message, and each extended every 20 s for 60 s), the long polls capped at
+``result_long_polls``, and the defaults (that, and a started message extended for
 ``started_visibility_timeout_s``, every third of it); the ratios are the defaults' over the first.
 """
 
@@ -20,9 +22,11 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -33,16 +37,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The bridge tests' stand-in workflows: the real names and contracts, outcomes chosen by the key.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "bridge"))
 
-import boto3
 from fake_workflows import FakeProjectMeta
 from proc_cpu import process_cpu
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from api.dataplane.aws import aws_client
 from formats.contracts import ids
 from worker.bridge.messages import replay_body
 from worker.settings import SqsBridgeSettings
-from worker.sqs_bridge import Bridge, GenerationCache
+from worker.sqs_bridge import Bridge, GenerationCache, sqs_call_threads
 from worker.stack.launcher import temporal_binary
 
 # The bridge tests' stand-in waits for values_landed when the key says "pending" (here, the environment).
@@ -151,59 +155,66 @@ async def main() -> None:
     ap.add_argument("--window", type=float, default=30.0, help="seconds over which CPU is measured")
     args = ap.parse_args()
     port = _port()
+    journal = Path(tempfile.mkdtemp(prefix="bridge-results-")) / "s3.journal"
     moto = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "worker.stack.moto_store", "--port", str(port), "--journal", str(journal)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        sqs = boto3.client(
+        default = before = SqsBridgeSettings()
+        # The client run_bridge makes: a read timeout above the long poll, a connection per call thread.
+        sqs = aws_client(
             "sqs",
-            endpoint_url=f"http://127.0.0.1:{port}",
-            region_name="us-east-1",
-            aws_access_key_id="b",
-            aws_secret_access_key="b",
+            f"http://127.0.0.1:{port}",
+            "us-east-1",
+            "b",
+            "b",
+            read_timeout=default.wait_time_s + 10,
+            max_pool_connections=sqs_call_threads(default),
         )
         await _until("moto", lambda: _try(sqs), 30)
-        default = before = SqsBridgeSettings()
-        env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(temporal_binary()))
-        async with env:
-            print(
-                "held  long polls, extension of a started message   CPU ms/s: server  bridge    moto"
-                "   signals -> all deleted  found by query  polls refused"
-            )
-            for held in [int(h) for h in args.held.split(",")]:
-                rows = {}
-                for label, polls, started in (
-                    ("each, 20 s", held + 1, before.visibility_timeout_s),
-                    (
-                        f"{default.result_long_polls}, 20 s",
-                        default.result_long_polls,
-                        before.visibility_timeout_s,
-                    ),
-                    (
-                        f"{default.result_long_polls}, 200 s",
-                        default.result_long_polls,
-                        default.started_visibility_timeout_s,
-                    ),
-                ):
+        print(
+            "held  long polls, extension of a started message   CPU ms/s: server  bridge    moto"
+            "   signals -> all deleted  found by query  polls refused"
+        )
+        for held in [int(h) for h in args.held.split(",")]:
+            rows = {}
+            for label, polls, started in (
+                ("each, 20 s", held + 1, before.visibility_timeout_s),
+                (
+                    f"{default.result_long_polls}, 20 s",
+                    default.result_long_polls,
+                    before.visibility_timeout_s,
+                ),
+                (
+                    f"{default.result_long_polls}, 200 s",
+                    default.result_long_polls,
+                    default.started_visibility_timeout_s,
+                ),
+            ):
+                # A dev server of its own: the runs of the settings before would otherwise stay in
+                # its visibility store, and every later query (and the server's CPU) would pay for them.
+                env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(temporal_binary()))
+                async with env:
                     r = rows[label] = await one(env, sqs, moto.pid, held, args.window, polls, started)
-                    print(
-                        f"{held:5d} {label:>15s}           {r['server']:7.1f} {r['bridge']:7.1f}"
-                        f" {r['moto']:7.1f}   {r['drained']:6.1f} s ({r['signalled']:.1f} s signalling)"
-                        f"  {r['by_query']:6.0f}  {r['throttled']:6.0f}",
-                        flush=True,
-                    )
-                a, b = rows["each, 20 s"], rows[label]
                 print(
-                    f"{held:5d}           ratio default / as before: server {_ratio(b, a, 'server')},"
-                    f" bridge {_ratio(b, a, 'bridge')}, moto {_ratio(b, a, 'moto')};"
-                    f" drain {_ratio(b, a, 'drained')}",
+                    f"{held:5d} {label:>15s}           {r['server']:7.1f} {r['bridge']:7.1f}"
+                    f" {r['moto']:7.1f}   {r['drained']:6.1f} s ({r['signalled']:.1f} s signalling)"
+                    f"  {r['by_query']:6.0f}  {r['throttled']:6.0f}",
                     flush=True,
                 )
+            a, b = rows["each, 20 s"], rows[label]
+            print(
+                f"{held:5d}           ratio default / as before: server {_ratio(b, a, 'server')},"
+                f" bridge {_ratio(b, a, 'bridge')}, moto {_ratio(b, a, 'moto')};"
+                f" drain {_ratio(b, a, 'drained')}",
+                flush=True,
+            )
     finally:
         moto.terminate()
         moto.wait()
+        shutil.rmtree(journal.parent, ignore_errors=True)
 
 
 def _ratio(b: dict[str, float], a: dict[str, float], key: str) -> str:
