@@ -844,9 +844,21 @@ class LanceStore:
                 attempt += 1
                 if attempt > self.outer_retries or not _is_retryable_conflict(exc):
                     raise
-                log.info("lance %s commit conflict, retrying against the newest version", dataset)
+                # Counts only: which merges lose their races (a soak's restarted worker starved on
+                # one, docs/projection-runtime.md "2026-12-07 (later)").
+                log.info(
+                    "lance %s commit conflict, retrying against the newest version (%d rows, %s)",
+                    dataset,
+                    table.num_rows,
+                    "keys the probe found" if spec.probe is not None else "no probe",
+                )
                 time.sleep(0.05 * attempt)
                 continue
+            updated = int(stats.get("num_updated_rows", 0))
+            if updated and spec.probe is not None:
+                # A row the dataset held, rewritten: what a merge can lose to a concurrent
+                # compaction or change of the same rows (an unchanged row rebases over both).
+                log.info("lance %s merge rewrote %d of %d rows", dataset, updated, table.num_rows)
             # execute() moves ``ds`` to the version it committed: no second open (one S3 round trip).
             self._saw(uri, ds.version)
             if spec.repeats:
@@ -855,7 +867,7 @@ class LanceStore:
             return MergeResult(
                 dataset,
                 appended + int(stats.get("num_inserted_rows", 0)),
-                int(stats.get("num_updated_rows", 0)),
+                updated,
                 ds.version,
                 len(ds.get_fragments()),
             )
