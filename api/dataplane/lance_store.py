@@ -345,9 +345,14 @@ def _rows_in(
     return pa.concat_tables(parts)
 
 
+def _row_digest(row: dict[str, Any]) -> bytes:
+    """A digest over every column's value of a row (as the merge would write it)."""
+    return hashlib.sha256(repr(tuple(row.values())).encode()).digest()
+
+
 def _row_digests(table: pa.Table) -> frozenset[bytes]:
-    """One digest per row over every column's value (the row as the merge would write it)."""
-    return frozenset(hashlib.sha256(repr(tuple(row.values())).encode()).digest() for row in table.to_pylist())
+    """One digest per row of ``table``."""
+    return frozenset(_row_digest(row) for row in table.to_pylist())
 
 
 def _data_files(metadata: lance.fragment.FragmentMetadata) -> tuple[str, ...]:
@@ -362,6 +367,17 @@ def _key_column(table: pa.Table, keys: tuple[str, ...]) -> pa.Array:
     return pc.binary_join_element_wise(
         *(pc.cast(table[k], pa.string()) for k in keys), "\x1f"
     ).combine_chunks()
+
+
+def _changing(rows: pa.Table, found: pa.Table, merge: Merge) -> pa.Table:
+    """Those of ``rows`` (whose keys ``found`` holds) that a merge would write: none for an
+    insert-only dataset, which never rewrites a key; for an upsert, the rows that differ from the
+    held copy in some column (``found`` carries every column of ``rows``). The rest are held as
+    they are, so merging them would change nothing (:func:`_changed`)."""
+    if merge == "insert_only" or not rows.num_rows:
+        return rows.slice(0, 0)
+    held = _row_digests(found.select(rows.column_names))
+    return rows.filter(pa.array([_row_digest(r) not in held for r in rows.to_pylist()], pa.bool_()))
 
 
 def _changed(schema: pa.Schema, keys: tuple[str, ...]) -> str:
@@ -887,6 +903,12 @@ class LanceStore:
         concurrently, as a retried activity can be). The later commit finds the earlier one's rows
         when it probes again after being rebased, and removes its own copies before it returns, so
         no caller goes on (to the ledger) while its rows are held twice (:meth:`_drop_later_copies`).
+
+        Rows whose keys exist are returned for the merge only if they would change what is held
+        (:func:`_changing`). A redelivered execution's rows, or a value shared by many, then need
+        no join and no commit: in a 5-minute soak every such merge rewrote nothing, yet each
+        joined the whole dataset, committed an empty version, and some lost their commit races
+        (docs/projection-runtime.md, "2026-12-07 (later)").
         """
         spec = DATASETS[dataset]
         assert spec.probe is not None
@@ -901,13 +923,15 @@ class LanceStore:
             self._keep(scope, dataset, ds, as_of)
             return table, MergeResult.unchanged(dataset, ds)
         uri = self.uri(scope, dataset)
-        found = self._find(uri, ds, spec.probe, probes, spec.keys, with_row_id=True)
+        # An upsert's found rows whole, to tell which of its rows would change them.
+        held = spec.keys if spec.merge == "insert_only" else tuple(table.column_names)
+        found = self._find(uri, ds, spec.probe, probes, held, with_row_id=True)
         if found.num_rows:
             # Copies a process left behind (it died between its append and its check) would make
             # the merge's join ambiguous: removed first.
             self._drop_later_copies(scope, dataset, found)
             exists = pc.is_in(_key_column(table, spec.keys), _key_column(found, spec.keys))
-            rest, table = table.filter(exists), table.filter(pc.invert(exists))
+            rest, table = _changing(table.filter(exists), found, spec.merge), table.filter(pc.invert(exists))
             if not table.num_rows:
                 self._keep(scope, dataset, ds, as_of)
                 return rest, MergeResult.unchanged(dataset, ds)

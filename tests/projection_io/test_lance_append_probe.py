@@ -56,6 +56,36 @@ def test_new_keys_are_appended_and_existing_keys_merged(tmp_path: Path) -> None:
     assert _strings(store) == strings
 
 
+def test_rows_the_dataset_holds_unchanged_are_not_merged_and_commit_nothing(tmp_path: Path) -> None:
+    # A redelivered execution's rows, or a value shared by many executions: no join, no version
+    # (each was an empty commit that could lose its race to another writer's).
+    store = LanceStore(root=tmp_path)
+    store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 10))
+    store.merge(SCOPE, "values_v1", value_rows([f"cid{i}" for i in range(10)]))
+    for dataset, column in (("value_leaves_v1", "execution_id"), ("values_v1", "cid")):
+        ds = store.open(SCOPE, dataset)
+        assert ds is not None and create_missing_indexes(ds, dataset, only=(column,)) == 1
+    leaves = store.open(SCOPE, "value_leaves_v1")
+    values = store.open(SCOPE, "values_v1")
+    assert leaves is not None and values is not None
+
+    again = store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 10))
+    assert (again.inserted, again.updated, again.version) == (0, 0, leaves.version)
+    again = store.merge(SCOPE, "values_v1", value_rows([f"cid{i}" for i in range(10)]))
+    assert (again.inserted, again.updated, again.version) == (0, 0, values.version)
+
+    # Held rows beside new ones: only the new ones are written, in one append.
+    mixed = store.merge(SCOPE, "value_leaves_v1", leaf_rows(5, 10))
+    assert (mixed.inserted, mixed.updated, mixed.version) == (5, 0, leaves.version + 1)
+    assert _operations(store, "value_leaves_v1", 1) == ["Append"]
+    # A held row that changes is still merged, alone.
+    changed = store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 15, word="again").slice(3, 12))
+    assert (changed.inserted, changed.updated) == (0, 12)
+    assert _operations(store, "value_leaves_v1", 1) == ["Update"]
+    strings = _strings(store)
+    assert strings["leaf2"] == "row 2 says text" and strings["leaf3"] == "row 3 says again"
+
+
 def test_two_writers_appending_the_same_new_rows_keep_one_copy_each(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

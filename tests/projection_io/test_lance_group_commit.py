@@ -171,7 +171,8 @@ def test_old_versions_are_removed_at_most_once_per_cleanup_interval(tmp_path: Pa
     # A removal reads every version kept: at each compaction it cost the versions held.
     store = LanceStore(root=tmp_path)
     committer = LanceCommitter(store, interval_s=0.0, max_fragments=4, retain_s=0.0, cleanup_interval_s=3600)
-    for i in range(12):
+    # One commit per merge (the rows every caller shares are held already: no merge, no commit).
+    for i in range(20):
         committer.merge(SCOPE, "cid_refs_v1", _refs(i))
     ds = store.open(SCOPE, "cid_refs_v1")
     assert ds is not None
@@ -179,7 +180,7 @@ def test_old_versions_are_removed_at_most_once_per_cleanup_interval(tmp_path: Pa
     kept = len(ds.versions())
     assert kept > 12  # every commit after the first removal is still there
     committer.cleanup_interval_s = 0.0  # due again: removed at the next compaction
-    for i in range(12, 24):
+    for i in range(20, 32):
         committer.merge(SCOPE, "cid_refs_v1", _refs(i))
         if committer.stats.cleanups > 1:
             break
