@@ -872,8 +872,8 @@ class LanceStore:
                 continue
             updated = int(stats.get("num_updated_rows", 0))
             if updated and spec.probe is not None:
-                # A row the dataset held, rewritten: what a merge can lose to a concurrent
-                # compaction or change of the same rows (an unchanged row rebases over both).
+                # A row the dataset held, rewritten: what a merge must run again for after a
+                # concurrent compaction or change of the same rows.
                 log.info("lance %s merge rewrote %d of %d rows", dataset, updated, table.num_rows)
             # execute() moves ``ds`` to the version it committed: no second open (one S3 round trip).
             self._saw(uri, ds.version)

@@ -78,7 +78,7 @@ def test_rows_the_dataset_holds_unchanged_are_not_merged_and_commit_nothing(tmp_
     mixed = store.merge(SCOPE, "value_leaves_v1", leaf_rows(5, 10))
     assert (mixed.inserted, mixed.updated, mixed.version) == (5, 0, leaves.version + 1)
     assert _operations(store, "value_leaves_v1", 1) == ["Append"]
-    # A held row that changes is still merged, alone.
+    # Held rows that change are still merged.
     changed = store.merge(SCOPE, "value_leaves_v1", leaf_rows(0, 15, word="again").slice(3, 12))
     assert (changed.inserted, changed.updated) == (0, 12)
     assert _operations(store, "value_leaves_v1", 1) == ["Update"]
