@@ -528,7 +528,11 @@ class Bridge:
         """Delete a disposed-of message, a call that did not reach SQS tried again in place (a
         stalled endpoint's timeout): left to SQS instead, a message whose run has started comes back
         only when its ``started_visibility_timeout_s`` runs out (docs/projection-runtime.md,
-        "2026-12-07"). An error SQS answered (a stale receipt) is not retried."""
+        "2026-12-07"). An error SQS answered (a stale receipt) is not retried.
+
+        On top of the client's own retry (``aws_client``: one more try of a connection error), not
+        instead of it: raising that for the client would retry every call the bridge makes,
+        extensions (which have their own clock) and the receive's long poll included."""
 
         def count(_: RetryCallState) -> None:
             self.tally["delete_retried"] += 1
