@@ -13,7 +13,9 @@ fragment and a version, so the cost grew with the stream (measured on moto: 5 ro
   queued in one merge (``LanceStore.merge``). Every caller returns only after a commit holding
   its rows, so "Lance before the ledger" still holds per execution, and a failure is raised to
   every caller whose rows the commit held (their activities are retried, and merges on
-  deterministic keys make the retry idempotent);
+  deterministic keys make the retry idempotent). A merge that lost every commit race is the
+  exception: the callers' rows are merged again one caller at a time, and only those whose own
+  merge loses are failed (:meth:`LanceCommitter._commit_apart`);
 * **maintenance at the same cadence**: after a commit, the leader compacts the dataset once it has
   more than ``max_fragments`` fragments, creates the write path's lookup indexes
   (``DatasetSpec.lookup``) it still lacks and folds new fragments into them (``optimize_indices``:
@@ -66,10 +68,13 @@ from api.dataplane.lance_store import (
     dataset_schema,
     due_folds,
     fold_new_rows,
+    is_retryable_conflict,
 )
 from formats.object_keys import Scope
 
 log = logging.getLogger("baml_studio.lance_committer")
+
+_Answer = MergeResult | BaseException  # a caller's commit, or why it failed (GroupCommit's Flush)
 
 # New rows a query index may lack before the committer folds them in: a fold's fixed cost is paid
 # once per this many rows, and a query scans at most about this many unindexed. The BTREE, bitmap
@@ -109,6 +114,7 @@ class CommitStats:
     compactions_deferred: int = 0  # upkeep rounds that left the compaction to another process's index lease
     compactions_lost: int = 0  # compactions that lost to another commit (another worker's compaction)
     cleanups: int = 0  # removals of old versions (at most one per dataset per cleanup interval)
+    groups_split: int = 0  # group merges that lost every commit race, then merged caller by caller
     maintenance_s: float = 0.0
     folds: int = 0  # rounds of the fold threads that folded an index (query or lookup)
     fold_s: float = 0.0
@@ -175,18 +181,53 @@ class LanceCommitter:
         for folder in folders:
             folder.join()
 
-    def _commit(self, key: tuple[Scope, str], tables: list[pa.Table]) -> list[MergeResult]:
+    def _commit(self, key: tuple[Scope, str], tables: list[pa.Table]) -> list[_Answer]:
         scope, dataset = key
         schema = dataset_schema(dataset)
         parts = [t.select(schema.names).cast(schema) for t in tables]
-        result = self.store.merge(scope, dataset, pa.concat_tables(parts))
+        try:
+            result = self.store.merge(scope, dataset, pa.concat_tables(parts))
+        except OSError as exc:
+            if len(parts) == 1 or not is_retryable_conflict(exc):
+                raise
+            return self._commit_apart(key, parts)
+        self._committed(key, result, parts)
+        return [replace(result, shared_by=len(tables))] * len(tables)
+
+    def _commit_apart(self, key: tuple[Scope, str], parts: list[pa.Table]) -> list[_Answer]:
+        """Each caller's rows merged alone, after the group's merge lost every commit race.
+
+        Such a merge is of rows the dataset already holds and that change (a re-projection with
+        other values, an abandoned execution that ended after all): the group's new keys were
+        appended before it. One caller's rows would fail every caller of the group (in a soak of
+        2026-12-07, 167 activities at once), and each would project its meta object again. Merged
+        apart, the callers whose rows are all held already answer after a probe and no commit, and
+        only those whose own merge loses again are failed (their activities retried)."""
+        scope, dataset = key
+        with self._lock:
+            self.stats.groups_split += 1
+        log.info(
+            "lance %s group merge lost every commit race: merging its %d callers apart", dataset, len(parts)
+        )
+        answers: list[_Answer] = []
+        for part in parts:
+            try:
+                result = self.store.merge(scope, dataset, part)
+            except Exception as exc:  # this caller's answer; the others go on
+                answers.append(exc)
+                continue
+            self._committed(key, result, [part])
+            answers.append(result)
+        return answers
+
+    def _committed(self, key: tuple[Scope, str], result: MergeResult, parts: list[pa.Table]) -> None:
         self._fragments[key] = result.fragments
+        dataset = key[1]
         with self._lock:
             self.stats.commits += 1
-            self.stats.callers += len(tables)
-            self.stats.rows += sum(t.num_rows for t in tables)
+            self.stats.callers += len(parts)
+            self.stats.rows += sum(t.num_rows for t in parts)
             self.stats.by_dataset[dataset] = self.stats.by_dataset.get(dataset, 0) + 1
-        return [replace(result, shared_by=len(tables))] * len(tables)
 
     def _maintain(self, key: tuple[Scope, str]) -> None:
         """Compact, fold new fragments into the lookup indexes and drop old versions, when it is

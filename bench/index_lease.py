@@ -93,7 +93,7 @@ def run_way(stores: list[LanceStore], tick_store: LanceStore, args: argparse.Nam
     logging.getLogger("baml_studio.lance_committer").addHandler(census)
     logging.getLogger("baml_studio.lance_committer").setLevel(logging.INFO)
     lost_attempts = Counter[str]()
-    real_retryable = lance_store._is_retryable_conflict
+    real_retryable = lance_store.is_retryable_conflict
 
     def counting(exc: BaseException) -> bool:
         retryable = real_retryable(exc)
@@ -101,7 +101,7 @@ def run_way(stores: list[LanceStore], tick_store: LanceStore, args: argparse.Nam
             lost_attempts["tick"] += 1
         return retryable
 
-    lance_store._is_retryable_conflict = counting  # type: ignore[assignment]
+    lance_store.is_retryable_conflict = counting  # type: ignore[assignment]
     committers = [
         LanceCommitter(store, query_fold_rows=args.fold_rows, ngram_fold_rows=args.fold_rows)
         for store in stores
@@ -138,7 +138,7 @@ def run_way(stores: list[LanceStore], tick_store: LanceStore, args: argparse.Nam
         for c in committers:
             c.close()
     finally:
-        lance_store._is_retryable_conflict = real_retryable  # type: ignore[assignment]
+        lance_store.is_retryable_conflict = real_retryable  # type: ignore[assignment]
         logging.getLogger("baml_studio.lance_committer").removeHandler(census)
     ds = tick_store.open(SCOPE, DATASET)
     assert ds is not None

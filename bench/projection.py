@@ -126,6 +126,30 @@ def _children_cpu() -> dict[str, float]:
     return out
 
 
+def _child_threads_cpu(child: str) -> dict[str, float]:
+    """CPU seconds used so far by the live threads of the child named ``child`` (as
+    :func:`_children_cpu` names it), by OS thread name. In Boundary, the interpreter's name is
+    Python's threads (HTTP, checks, registry) and the rest are embedded ClickHouse's pools; a
+    chdb query also runs partly on the Python thread that calls it, so the split is a floor for
+    ClickHouse's share."""
+    out: dict[str, float] = defaultdict(float)
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for pid in (task / "children").read_text().split():
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                name = "boundary" if "api.boundary" in cmd else "moto" if "moto" in cmd else cmd[:20]
+                if name != child:
+                    continue
+                for thread in Path(f"/proc/{pid}/task").iterdir():
+                    with contextlib.suppress(OSError):
+                        comm, stat = (thread / "stat").read_text().rsplit(")", 1)
+                        fields = stat.split()
+                        label = comm.split("(", 1)[1].rstrip("0123456789-")
+                        out[label] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def _threads_cpu() -> dict[str, float]:
     """CPU seconds used so far by this process's live threads, by OS thread name (Python's
     threads all carry the interpreter's name; Lance's Rust pools name theirs). A thread that has
@@ -359,6 +383,7 @@ def main() -> None:
         c0 = time.process_time()
         kids0 = _children_cpu()
         threads0 = _threads_cpu()
+        boundary_threads0 = _child_threads_cpu("boundary")
         projection_t0, projection_c0 = t0, c0
         outcomes: Counter[str] = Counter()
         # Per meta object: finished at, its thread's CPU, and the worker's CPU so far over all its
@@ -387,6 +412,9 @@ def main() -> None:
         cpu = time.process_time() - c0
         kids = {k: v - kids0.get(k, 0.0) for k, v in _children_cpu().items()}
         threads = {k: v - threads0.get(k, 0.0) for k, v in _threads_cpu().items()}
+        boundary_threads = {
+            k: v - boundary_threads0.get(k, 0.0) for k, v in _child_threads_cpu("boundary").items()
+        }
         n = sum(outcomes.values())
         t.unwrap()
 
@@ -463,6 +491,19 @@ def main() -> None:
                 f"{k} {v:.2f} s ({1000 * v / max(1, n):.2f} ms/execution)" for k, v in sorted(kids.items())
             )
         )
+        if boundary_threads:
+            # Where ClickHouse is a server (docker-compose, production), its CPU is not Boundary's.
+            python = sum(v for k, v in boundary_threads.items() if k.startswith("python"))
+            print(
+                f"  boundary's live threads: Python's {1000 * python / max(1, n):.2f} ms/execution"
+                f" (HTTP, checks, registry; chdb's calls from them too), embedded ClickHouse's pools"
+                f" {1000 * (sum(boundary_threads.values()) - python) / max(1, n):.2f}: "
+                + ", ".join(
+                    f"{k} {1000 * v / max(1, n):.2f}"
+                    for k, v in sorted(boundary_threads.items(), key=lambda kv: -kv[1])
+                    if not k.startswith("python") and v * 1000 / max(1, n) >= 0.02
+                )
+            )
         # Per-phase figures are summed over threads (thread-seconds); their share is of the sum.
         # Names indented by two spaces are phases inside another phase: counted once, in it.
         rest = total - sum(secs for name, secs in totals.items() if not name.startswith(" "))

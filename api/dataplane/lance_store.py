@@ -397,7 +397,7 @@ def _rows_touched(stats: dict[str, Any]) -> int:
     return sum(int(stats.get(k, 0)) for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows"))
 
 
-def _is_retryable_conflict(exc: BaseException) -> bool:
+def is_retryable_conflict(exc: BaseException) -> bool:
     """A commit that lost to another writer: Lance's ``CommitConflictError`` ("Commit conflict for
     version N: Failed to commit the transaction after N retries") or its contention timeout ("Too
     many concurrent writers. Attempted N times, but failed on retry_timeout ...")."""
@@ -407,10 +407,10 @@ def _is_retryable_conflict(exc: BaseException) -> bool:
 
 def _on_conflict(attempts: int, *, multiplier: float, max_s: float, what: str | None = None) -> Retrying:
     """Runs a commit again, after a random pause that grows, while it loses to another writer
-    (:func:`_is_retryable_conflict`), at most ``attempts`` times in all; the last error is raised.
+    (:func:`is_retryable_conflict`), at most ``attempts`` times in all; the last error is raised.
     With ``what``, each retry is logged as "lance <what> ... (attempt N)"."""
     return Retrying(
-        retry=retry_if_exception(_is_retryable_conflict),
+        retry=retry_if_exception(is_retryable_conflict),
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=multiplier, max=max_s),
         before_sleep=(
@@ -858,7 +858,7 @@ class LanceStore:
                 stats: dict[str, Any] = builder.execute(table)
             except OSError as exc:
                 attempt += 1
-                if attempt > self.outer_retries or not _is_retryable_conflict(exc):
+                if attempt > self.outer_retries or not is_retryable_conflict(exc):
                     raise
                 # Counts only: which merges lose their races (a soak's restarted worker starved on
                 # one, docs/projection-runtime.md "2026-12-07 (later)").

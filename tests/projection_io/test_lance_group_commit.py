@@ -1,6 +1,7 @@
 """LanceCommitter: concurrent merges of one dataset share commits, every caller's rows land once,
-a failed commit is raised to every caller whose rows it held, commits keep their cadence, and a
-dataset's fragments stay bounded (local Lance, real threads)."""
+a failed commit is raised to every caller whose rows it held (a lost commit race only to those
+whose own merge loses again), commits keep their cadence, and a dataset's fragments stay bounded
+(local Lance, real threads)."""
 
 from __future__ import annotations
 
@@ -32,17 +33,18 @@ def _refs(caller: int, n: int = 20) -> pa.Table:
 class SlowStore(LanceStore):
     """Counts commits and holds each one a moment, so concurrent callers queue behind it."""
 
-    def __init__(self, root: Path, fail_when: str | None = None) -> None:
+    def __init__(self, root: Path, fail_when: str | None = None, failure: Exception | None = None) -> None:
         super().__init__(root=root)
         self.commits: list[int] = []
         self.fail_when = fail_when
+        self.failure = failure or RuntimeError("injected commit failure")
         self.delay = 0.3
 
     def merge(self, scope: Scope, dataset: str, table: pa.Table) -> MergeResult:
         self.commits.append(table.num_rows)
         time.sleep(self.delay)
         if self.fail_when is not None and self.fail_when in table["cid"].to_pylist():
-            raise RuntimeError("injected commit failure")
+            raise self.failure
         return super().merge(scope, dataset, table)
 
 
@@ -54,7 +56,7 @@ def _run(coalescer: LanceCommitter, tables: list[pa.Table]) -> list[Any]:
         start.wait()
         try:
             out[i] = coalescer.merge(SCOPE, "cid_refs_v1", tables[i])
-        except RuntimeError as exc:
+        except (RuntimeError, OSError) as exc:
             out[i] = exc
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(tables))]
@@ -95,6 +97,26 @@ def test_a_failed_group_commit_is_raised_to_every_caller_in_it(tmp_path: Path) -
     store.fail_when = None
     assert coalescer.merge(SCOPE, "cid_refs_v1", _refs(3)).inserted >= 20
     assert set(_refs(3)["cid"].to_pylist()) <= set(store.read(SCOPE, "cid_refs_v1")["cid"].to_pylist())
+
+
+def test_a_group_merge_that_lost_every_commit_race_fails_only_the_callers_whose_own_merge_loses(
+    tmp_path: Path,
+) -> None:
+    poison = _refs(3)["cid"][0].as_py()
+    # What LanceStore.merge raises once Lance's retries and its own are spent.
+    lost = OSError("Commit conflict for version 9: Failed to commit the transaction after 20 retries")
+    store = SlowStore(tmp_path, fail_when=poison, failure=lost)
+    coalescer = LanceCommitter(store, interval_s=0.0)
+    got = _run(coalescer, [_refs(i) for i in range(6)])
+    # Merged apart after the group lost: only caller 3's own merge loses again.
+    assert [i for i, r in enumerate(got) if not isinstance(r, MergeResult)] == [3]
+    assert got[3] is lost
+    assert coalescer.stats.groups_split >= 1
+    landed = store.read(SCOPE, "cid_refs_v1")["cid"].to_pylist()
+    assert len(landed) == len(set(landed))
+    for i in (0, 1, 2, 4, 5):
+        assert set(_refs(i)["cid"].to_pylist()) <= set(landed)
+    assert poison not in landed
 
 
 def test_commits_keep_their_cadence_and_carry_everything_queued(tmp_path: Path) -> None:
