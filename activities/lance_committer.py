@@ -199,10 +199,11 @@ class LanceCommitter:
 
         Such a merge is of rows the dataset already holds and that change (a re-projection with
         other values, an abandoned execution that ended after all): in a dataset with a key probe
-        the group's new keys were appended before it. One caller's rows would fail every caller of the group (in a soak of
-        2026-12-07, 167 activities at once), and each would project its meta object again. Merged
-        apart, the callers whose rows are all held already answer after a probe and no commit, and
-        only those whose own merge loses again are failed (their activities retried)."""
+        the group's new keys were appended before it. One caller's rows would fail every caller of
+        the group (in a soak of 2026-12-07, 167 activities at once), and each would project its
+        meta object again. Merged apart, the callers whose rows are all held already answer after a
+        probe and no commit, and only those whose own merge loses again are failed (their
+        activities retried)."""
         scope, dataset = key
         with self._lock:
             self.stats.groups_split += 1
