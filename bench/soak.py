@@ -245,6 +245,7 @@ class LanceEvents:
     data_deleted: dict[str, float] = field(default_factory=dict)
     outer_retries: int = 0
     append_recommits: int = 0  # appends whose commit lost every race, committed again
+    groups_split: int = 0  # committer groups whose merge lost every race, merged caller by caller
     maintenance_skipped: int = 0  # committer upkeep rounds (compaction, lookup folds) that lost a race
     compactions: int = 0  # compactions Lance started (its "compacting" event), and those whose commit lost
     compactions_lost: int = 0
@@ -285,6 +286,8 @@ def lance_events(lines: Iterable[str]) -> LanceEvents:
             ev.outer_retries += 1
         elif "committing its fragments again" in line:
             ev.append_recommits += 1
+        elif "merging its" in line and "callers apart" in line:
+            ev.groups_split += 1
         elif "Completing activity as failed" in line:
             ev.failed_attempts += 1
         elif m := _TRIMMED.search(line):
@@ -1163,7 +1166,8 @@ def conflict_report(logs: Path) -> None:
         f"{rewritten} of {total.files['create data']} written ({total.files['delete data'] - rewritten} more"
         f" deleted by the version cleanup, {RETAIN_S:.0f} s or more after they were written); outer retries "
         f"{total.outer_retries}; appends committed again after losing every race "
-        f"{total.append_recommits}; committer upkeep rounds / index folds that lost a race "
+        f"{total.append_recommits}; group merges that lost every race, merged caller by caller "
+        f"{total.groups_split}; committer upkeep rounds / index folds that lost a race "
         f"{total.maintenance_skipped} / {total.folds_skipped}; folds that found another's index lease "
         f"{total.leases_missed}; compactions whose commit lost a race {total.compactions_lost} of"
         f" {total.compactions}"
