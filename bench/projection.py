@@ -108,60 +108,59 @@ class Timed:
         setattr(obj, name, timed)
 
 
-def _children_cpu() -> dict[str, float]:
-    """CPU seconds used so far by this process's children (moto, Boundary), by a short name."""
-    out: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    me = os.getpid()
+def _children() -> dict[str, list[str]]:
+    """This process's children (moto, Boundary): their pids by a short name."""
     pids: set[str] = set()
-    for task in Path(f"/proc/{me}/task").iterdir():
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
         with contextlib.suppress(OSError):  # a thread may end while we look
             pids.update((task / "children").read_text().split())
+    out: dict[str, list[str]] = defaultdict(list)
     for pid in pids:
         with contextlib.suppress(OSError):
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            name = "boundary" if "api.boundary" in cmd else "moto" if "moto" in cmd else cmd[:20]
-            out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+            out["boundary" if "api.boundary" in cmd else "moto" if "moto" in cmd else cmd[:20]].append(pid)
+    return out
+
+
+def _cpu_s(stat: str) -> float:
+    """User plus system CPU seconds from the fields after the name in a /proc ``stat`` file."""
+    fields = stat.split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> dict[str, float]:
+    """CPU seconds used so far by this process's children (moto, Boundary), by a short name."""
+    out: dict[str, float] = defaultdict(float)
+    for name, pids in _children().items():
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                out[name] += _cpu_s(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1])
+    return out
+
+
+def _threads_cpu(pid: str = "self") -> dict[str, float]:
+    """CPU seconds used so far by a process's live threads (this one's by default), by OS thread
+    name (Python's threads all carry the interpreter's name; Lance's Rust pools and ClickHouse's
+    name theirs). A thread that has ended is not counted: the difference of two readings leaves out
+    threads that ended between."""
+    out: dict[str, float] = defaultdict(float)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread may end while we look
+            comm, stat = (task / "stat").read_text().rsplit(")", 1)
+            out[comm.split("(", 1)[1].rstrip("0123456789-")] += _cpu_s(stat)
     return out
 
 
 def _child_threads_cpu(child: str) -> dict[str, float]:
-    """CPU seconds used so far by the live threads of the child named ``child`` (as
-    :func:`_children_cpu` names it), by OS thread name. In Boundary, the interpreter's name is
-    Python's threads (HTTP, checks, registry) and the rest are embedded ClickHouse's pools; a
-    chdb query also runs partly on the Python thread that calls it, so the split is a floor for
-    ClickHouse's share."""
+    """:func:`_threads_cpu` of the child named ``child`` (as :func:`_children` names it). In
+    Boundary, the interpreter's name is Python's threads (HTTP, checks, registry) and the rest are
+    embedded ClickHouse's pools; a chdb query also runs partly on the Python thread that calls it,
+    so the split is a floor for ClickHouse's share."""
     out: dict[str, float] = defaultdict(float)
-    tick = os.sysconf("SC_CLK_TCK")
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+    for pid in _children().get(child, []):
         with contextlib.suppress(OSError):
-            for pid in (task / "children").read_text().split():
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-                name = "boundary" if "api.boundary" in cmd else "moto" if "moto" in cmd else cmd[:20]
-                if name != child:
-                    continue
-                for thread in Path(f"/proc/{pid}/task").iterdir():
-                    with contextlib.suppress(OSError):
-                        comm, stat = (thread / "stat").read_text().rsplit(")", 1)
-                        fields = stat.split()
-                        label = comm.split("(", 1)[1].rstrip("0123456789-")
-                        out[label] += (int(fields[11]) + int(fields[12])) / tick
-    return out
-
-
-def _threads_cpu() -> dict[str, float]:
-    """CPU seconds used so far by this process's live threads, by OS thread name (Python's
-    threads all carry the interpreter's name; Lance's Rust pools name theirs). A thread that has
-    ended is not counted: the difference of two readings leaves out threads that ended between."""
-    out: dict[str, float] = defaultdict(float)
-    tick = os.sysconf("SC_CLK_TCK")
-    for task in Path("/proc/self/task").iterdir():
-        with contextlib.suppress(OSError):  # a thread may end while we look
-            comm, stat = (task / "stat").read_text().rsplit(")", 1)
-            name = comm.split("(", 1)[1].rstrip("0123456789-")
-            fields = stat.split()
-            out[name] += (int(fields[11]) + int(fields[12])) / tick
+            for name, cpu in _threads_cpu(pid).items():
+                out[name] += cpu
     return out
 
 
