@@ -22,11 +22,7 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -36,7 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The bridge tests' stand-in workflows: the real names and contracts, outcomes chosen by the key.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "bridge"))
+# The benches' moto: the stack's (worker/stack/moto_store.py) in a process of its own.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "projection_io"))
 
+from conftest import free_port, start_moto_process
 from fake_workflows import FakeProjectMeta
 from proc_cpu import process_cpu
 from temporalio.testing import WorkflowEnvironment
@@ -51,12 +50,6 @@ from worker.stack.launcher import temporal_binary
 
 # The bridge tests' stand-in waits for values_landed when the key says "pending" (here, the environment).
 KEY = "evidence/v1/t1/p1/pending/streams/{stream}/meta/{seq:020d}.bamlmeta.zst"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _server_pid() -> int:
@@ -154,15 +147,12 @@ async def main() -> None:
     ap.add_argument("--held", default="250,1000,2000", help="messages in hand, comma-separated")
     ap.add_argument("--window", type=float, default=30.0, help="seconds over which CPU is measured")
     args = ap.parse_args()
-    port = _port()
-    journal = Path(tempfile.mkdtemp(prefix="bridge-results-")) / "s3.journal"
-    moto = subprocess.Popen(
-        [sys.executable, "-m", "worker.stack.moto_store", "--port", str(port), "--journal", str(journal)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    port = free_port()
+    moto = start_moto_process(port)
     try:
-        default = before = SqsBridgeSettings()
+        # Today's defaults; before 2026-12-07 a started message was extended as one not yet
+        # started still is (``visibility_timeout_s``), and every result was long-polled.
+        default = SqsBridgeSettings()
         # The client run_bridge makes: a read timeout above the long poll, a connection per call thread.
         sqs = aws_client(
             "sqs",
@@ -173,7 +163,6 @@ async def main() -> None:
             read_timeout=default.wait_time_s + 10,
             max_pool_connections=sqs_call_threads(default),
         )
-        await _until("moto", lambda: _try(sqs), 30)
         print(
             "held  long polls, extension of a started message   CPU ms/s: server  bridge    moto"
             "   signals -> all deleted  found by query  polls refused"
@@ -181,11 +170,11 @@ async def main() -> None:
         for held in [int(h) for h in args.held.split(",")]:
             rows = {}
             for label, polls, started in (
-                ("each, 20 s", held + 1, before.visibility_timeout_s),
+                ("each, 20 s", held + 1, default.visibility_timeout_s),
                 (
                     f"{default.result_long_polls}, 20 s",
                     default.result_long_polls,
-                    before.visibility_timeout_s,
+                    default.visibility_timeout_s,
                 ),
                 (
                     f"{default.result_long_polls}, 200 s",
@@ -214,19 +203,10 @@ async def main() -> None:
     finally:
         moto.terminate()
         moto.wait()
-        shutil.rmtree(journal.parent, ignore_errors=True)
 
 
 def _ratio(b: dict[str, float], a: dict[str, float], key: str) -> str:
     return f"{b[key] / a[key]:.2f}" if a[key] else "n/a (no CPU measured: a longer --window)"
-
-
-def _try(sqs: Any) -> bool:
-    try:
-        sqs.list_queues()
-        return True
-    except Exception:
-        return False
 
 
 if __name__ == "__main__":
