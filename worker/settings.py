@@ -280,7 +280,13 @@ class StackSettings(BaseSettings):
     queue_visibility_timeout_s: int = Field(
         default=300, ge=0, le=43200, description="Projection queue visibility timeout, seconds."
     )
-    max_receive_count: int = Field(default=5, ge=1, description="Receives before a message moves to the DLQ.")
+    # 17 = receives_to_outwait(hold_max_s 11 h, pending_deadline_s 7 days): a meta object whose
+    # values are late is held 11 h per receive, and must not reach the DLQ while its run waits.
+    max_receive_count: int = Field(
+        default=17,
+        ge=1,
+        description="Receives before a message moves to the DLQ (enough to wait out the pending deadline).",
+    )
     task_queue: str = Field(
         default=DEFAULT_TASK_QUEUE, description="Temporal task queue of the stack's worker."
     )

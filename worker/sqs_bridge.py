@@ -32,6 +32,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import math
 import signal
 import sys
 import threading
@@ -136,6 +137,47 @@ def _discard(index: dict[str, set[Any]], stream: str, item: object) -> None:
         members.discard(item)
         if not members:
             del index[stream]
+
+
+def receives_to_outwait(hold_max_s: float, pending_deadline_s: float) -> int:
+    """Receives a meta object's message needs while its run waits up to ``pending_deadline_s`` for
+    values: each receive holds the message at most ``hold_max_s``, and one more finds the run closed
+    and deletes the message."""
+    return math.ceil(pending_deadline_s / hold_max_s) + 1
+
+
+def redrive_shortfall(redrive_policy: str | None, hold_max_s: float, pending_deadline_s: float) -> str | None:
+    """Why the queue's dead-letter policy would move a waiting meta object's message to the DLQ
+    before its run gives up on the values, or None when it does not (or the queue has no policy).
+
+    The run goes on either way and nothing is lost, but the dead letter carries no quarantine
+    marker and looks like a failure to whoever watches the DLQ (docs/operations.md, step 5)."""
+    if not redrive_policy:
+        return None
+    try:
+        count = int(json.loads(redrive_policy)["maxReceiveCount"])
+    except (ValueError, KeyError, TypeError):
+        return f"the queue's RedrivePolicy has no readable maxReceiveCount: {redrive_policy[:200]!r}"
+    needed = receives_to_outwait(hold_max_s, pending_deadline_s)
+    if count >= needed:
+        return None
+    return (
+        f"the queue's RedrivePolicy maxReceiveCount is {count}: a meta object whose values have not"
+        f" landed is dead-lettered after about {count * hold_max_s / 3600:.0f} h, while its run waits"
+        f" {pending_deadline_s / 3600:.0f} h for them (BAML_STUDIO_PROJECTION_PENDING_DEADLINE_S;"
+        f" each receive holds it {hold_max_s / 3600:.0f} h, BAML_STUDIO_BRIDGE_HOLD_MAX_S). Set"
+        f" maxReceiveCount to at least {needed}, or shorten the deadline"
+    )
+
+
+def queue_redrive_shortfall(
+    sqs: SQSClient, queue_url: str, hold_max_s: float, pending_deadline_s: float
+) -> str | None:
+    """:func:`redrive_shortfall` of the queue's own RedrivePolicy (checked once, at start)."""
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["RedrivePolicy"])
+    return redrive_shortfall(
+        attributes.get("Attributes", {}).get("RedrivePolicy"), hold_max_s, pending_deadline_s
+    )
 
 
 def queue_counts(sqs: SQSClient, queue_url: str) -> dict[str, int]:
@@ -704,10 +746,20 @@ async def run_bridge(settings: SqsBridgeSettings, stop: asyncio.Event) -> None:
     )
     queue_url = settings.queue_url or sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
     dlq_url = sqs.get_queue_url(QueueName=settings.dead_letter_queue_name)["QueueUrl"]
+    projection = get_projection_settings()
+    shortfall = queue_redrive_shortfall(sqs, queue_url, settings.hold_max_s, projection.pending_deadline_s)
+    if shortfall:
+        log.warning("%s", shortfall)
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     generations = GenerationCache(boundary_generation_lookup(identity), settings.generation_cache_s)
     bridge = Bridge(
-        settings, sqs=sqs, client=client, generations=generations, queue_url=queue_url, dlq_url=dlq_url
+        settings,
+        sqs=sqs,
+        client=client,
+        generations=generations,
+        queue_url=queue_url,
+        dlq_url=dlq_url,
+        projection=projection,
     )
     await bridge.run(stop)
 

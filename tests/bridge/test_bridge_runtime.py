@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import socket
 import sys
 import threading
@@ -33,11 +34,19 @@ from temporalio.worker import Worker
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_workflows import FakeIngestPack, FakeProjectMeta
 
+from activities.settings import ProjectionSettings
 from api.dataplane.boundary_client import BoundaryError
 from formats.contracts import ids
 from worker.bridge.messages import replay_body
-from worker.settings import SqsBridgeSettings
-from worker.sqs_bridge import QUARANTINE_ATTRIBUTE, Bridge, GenerationCache
+from worker.settings import SqsBridgeSettings, StackSettings
+from worker.sqs_bridge import (
+    QUARANTINE_ATTRIBUTE,
+    Bridge,
+    GenerationCache,
+    queue_redrive_shortfall,
+    receives_to_outwait,
+    redrive_shortfall,
+)
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 KEY = "evidence/v1/t1/p1/e1/streams/" + "a" * 32 + "/meta/{seq}.bamlmeta.zst"
@@ -574,3 +583,42 @@ def test_a_delete_that_did_not_reach_sqs_is_tried_again_in_place(moto_url: str) 
         assert bridge.tally["dispose_failed"] == 0 and bridge.tally["redelivered"] == 0
 
     _run(moto_url, scenario)
+
+
+# --- the queue's dead-letter policy against the pending deadline ---------------------------------
+
+
+def test_a_queue_that_would_dead_letter_a_meta_object_still_waiting_for_its_values_is_named(
+    moto_url: str,
+) -> None:
+    """A meta object waits up to ``pending_deadline_s`` for its values, its message held at most
+    ``hold_max_s`` per receive: a smaller ``maxReceiveCount`` dead-letters it while its run waits."""
+    q = _queues(moto_url)  # maxReceiveCount 5
+    hold, deadline = 11 * 3600.0, 7 * 24 * 3600.0
+    found = queue_redrive_shortfall(q.sqs, q.url, hold, deadline)
+    assert found is not None
+    assert "maxReceiveCount is 5" in found and "after about 55 h" in found and "waits 168 h" in found
+    assert "at least 17" in found and "BAML_STUDIO_PROJECTION_PENDING_DEADLINE_S" in found
+
+    policy = json.loads(
+        q.sqs.get_queue_attributes(QueueUrl=q.url, AttributeNames=["RedrivePolicy"])["Attributes"][
+            "RedrivePolicy"
+        ]
+    )
+    policy["maxReceiveCount"] = "17"
+    q.sqs.set_queue_attributes(QueueUrl=q.url, Attributes={"RedrivePolicy": json.dumps(policy)})
+    assert queue_redrive_shortfall(q.sqs, q.url, hold, deadline) is None
+    # A shorter deadline needs fewer receives; a queue without a dead-letter queue dead-letters nothing.
+    assert redrive_shortfall(json.dumps({"maxReceiveCount": 5}), hold, 36 * 3600.0) is None
+    bare = q.sqs.create_queue(QueueName=f"bare-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    assert queue_redrive_shortfall(q.sqs, bare, hold, deadline) is None
+    assert "no readable maxReceiveCount" in (redrive_shortfall("{}", hold, deadline) or "")
+
+
+def test_the_stack_and_compose_queues_wait_out_the_default_pending_deadline() -> None:
+    needed = receives_to_outwait(SqsBridgeSettings().hold_max_s, ProjectionSettings().pending_deadline_s)
+    assert needed == 17  # 7 days of 11 h holds, and the receive that finds the run closed
+    assert StackSettings().max_receive_count >= needed
+    compose = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
+    counts = [int(n) for n in re.findall(r"maxReceiveCount = (\d+)", compose)]
+    assert counts and all(n >= needed for n in counts)
