@@ -156,15 +156,21 @@ class ThreadCensus:
 
     Python's threads carry the interpreter's OS name, and the committer's group leaders live only
     for their group, so a reading of the live threads at the end misses most of the worker's
-    Python work outside the activity threads. The census adds each Python thread's own CPU as its
-    ``run`` returns (named by its ``threading`` name, a leader's key dropped), and reads the other
-    threads (Lance's Rust pools, by OS name) from /proc at the start and the end of the window.
-    The main thread, which only waits for the activity threads, is not counted."""
+    Python work outside the activity threads. The census reads every thread's CPU from /proc at
+    the start and the end of the window, naming Python's by their ``threading`` name (a leader's
+    key dropped) and the others (Lance's Rust pools) by their OS name; a Python thread that starts
+    in the window adds its own CPU as its ``run`` returns, in case it ends before the window does.
+    A thread that started before the window and ended in it is not counted (the pools here live
+    on). The main thread, which only waits for the activity threads, is not counted."""
 
     def __init__(self) -> None:
         self._ended: dict[str, float] = defaultdict(float)
-        self._os0: dict[int, tuple[str, float]] = {}
+        self._ended_ids: set[int] = set()
+        self._lock = threading.Lock()
+        self._open = False
         self._run = threading.Thread.run
+        self._at_start: dict[int, tuple[str, float]] = {}
+        self._at_end: dict[int, tuple[str, float]] = {}
 
     @staticmethod
     def _group(name: str) -> str:
@@ -173,18 +179,16 @@ class ThreadCensus:
                 return prefix
         return name.rstrip("0123456789-_")
 
-    @staticmethod
-    def _os_threads() -> dict[int, tuple[str, float]]:
-        # Python's threads (the interpreter's OS name) are counted as they end; a thread that has
-        # just been joined may still be listed here for a moment.
-        interpreter = Path("/proc/self/comm").read_text().strip()
+    def _read(self) -> dict[int, tuple[str, float]]:
+        python = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+        main = threading.main_thread().native_id
         out: dict[int, tuple[str, float]] = {}
         for task in Path("/proc/self/task").iterdir():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # a thread may end while we look
                 comm, stat = (task / "stat").read_text().rsplit(")", 1)
-                name = comm.split("(", 1)[1]
-                if name != interpreter:
-                    out[int(task.name)] = (name.rstrip("0123456789-_"), _cpu_s(stat))
+                tid = int(task.name)
+                if tid != main:
+                    out[tid] = (self._group(python.get(tid) or comm.split("(", 1)[1]), _cpu_s(stat))
         return out
 
     def __enter__(self) -> ThreadCensus:
@@ -195,21 +199,29 @@ class ThreadCensus:
             try:
                 run(thread)
             finally:
-                census._ended[census._group(thread.name)] += time.thread_time() - c0
+                with census._lock:
+                    if census._open:
+                        census._ended[census._group(thread.name)] += time.thread_time() - c0
+                        census._ended_ids.add(threading.get_native_id())
 
-        threading.Thread.run = counted  # type: ignore[method-assign]
-        self._os0 = self._os_threads()
+        self._at_start = self._read()
+        self._open = True
+        threading.Thread.run = counted  # type: ignore[method-assign,assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
         threading.Thread.run = self._run  # type: ignore[method-assign]
-        self._os1 = self._os_threads()
+        with self._lock:
+            self._open = False
+            self._at_end = {
+                tid: reading for tid, reading in self._read().items() if tid not in self._ended_ids
+            }
 
     def by_name(self) -> dict[str, float]:
-        """CPU seconds by thread name: Python threads that ended in the window, the others' growth."""
+        """CPU seconds by thread name over the window."""
         out: dict[str, float] = defaultdict(float, self._ended)
-        for tid, (name, cpu) in self._os1.items():
-            out[name] += cpu - self._os0.get(tid, (name, 0.0))[1]
+        for tid, (name, cpu) in self._at_end.items():
+            out[name] += cpu - self._at_start.get(tid, (name, 0.0))[1]
         return dict(out)
 
 
