@@ -250,7 +250,7 @@ class NullSink:
 
 
 def print_windows(
-    per_object: list[tuple[float, float, float]],
+    per_object: list[tuple[float, float, float, int]],
     start: float,
     window: int,
     events: list[tuple[float, str, float]],
@@ -258,20 +258,24 @@ def print_windows(
 ) -> None:
     """Meta objects per second and activity-thread CPU per object, first and last ``window``
     objects, that CPU by phase (the calls that finished inside each window), and the worker's CPU
-    over all its threads per object (``per_object``: finished at, thread CPU, process CPU then)."""
+    over all its threads per object (``per_object``: finished at, thread CPU, process CPU then,
+    executions). Objects finish out of order (a meta-pre object, with no RootEnded, is quick), so
+    a window's mix of objects with and without executions moves: each window also prints its
+    executions and the activity threads' CPU per execution."""
     done = sorted(per_object)
     window = min(window, len(done) // 2) or 1
     figures = []
     phases: list[dict[str, float]] = []
     all_cpu: list[float] = []
     # Each window starts where the object before it finished (the projection's start for the first).
-    opening = (start, 0.0, cpu_start)
-    for name, part, (before, _, cpu_before) in (
+    opening = (start, 0.0, cpu_start, 0)
+    for name, part, (before, _, cpu_before, _) in (
         ("first", done[:window], opening),
         ("last", done[-window:], done[-window - 1] if len(done) > window else opening),
     ):
         wall = part[-1][0] - before
-        cpu_ms = 1000 * sum(cpu for _, cpu, _ in part) / len(part)
+        cpu_ms = 1000 * sum(cpu for _, cpu, _, _ in part) / len(part)
+        executions = sum(n for _, _, _, n in part)
         figures.append((len(part) / wall, cpu_ms))
         by_phase: dict[str, float] = defaultdict(float)
         for at, bucket, cpu in events:
@@ -283,7 +287,9 @@ def print_windows(
         all_cpu.append(all_ms)
         print(
             f"  {name} {len(part)} meta objects: {len(part) / wall:.1f} objects/s, {cpu_ms:.1f} ms CPU/object"
-            f" in the activity threads, {all_ms:.1f} ms in all the worker's threads"
+            f" in the activity threads, {all_ms:.1f} ms in all the worker's threads; {executions}"
+            f" executions ({sum(1 for *_, n in part if n)} objects hold any),"
+            f" {cpu_ms * len(part) / max(1, executions):.2f} ms activity-thread CPU per execution"
         )
     (rate0, cpu0), (rate1, cpu1) = figures
     print(
@@ -460,7 +466,7 @@ def main() -> None:
         outcomes: Counter[str] = Counter()
         # Per meta object: finished at, its thread's CPU, and the worker's CPU so far over all its
         # threads (a window's whole cost: the committer's upkeep and Lance's pools included).
-        per_object: list[tuple[float, float, float]] = []
+        per_object: list[tuple[float, float, float, int]] = []
 
         # The process's memory after every --window objects: whether it levels off (caches full)
         # or keeps growing (an allocator holding what was freed).
@@ -470,7 +476,9 @@ def main() -> None:
             c1 = time.thread_time()
             result = acts.project_meta_object(c.ProjectMetaInput(key, 1))
             with t.lock:
-                per_object.append((time.perf_counter(), time.thread_time() - c1, time.process_time()))
+                per_object.append(
+                    (time.perf_counter(), time.thread_time() - c1, time.process_time(), len(result.outcomes))
+                )
                 if len(per_object) % args.window == 0:
                     memory.append(f"  after {len(per_object)} objects: {memory_line(acts)}")
             return result
@@ -536,7 +544,7 @@ def main() -> None:
             f" -> {n / total:.0f} executions/s (target >= 500);"
             f" worker CPU {cpu:.2f} s ({1000 * cpu / max(1, n):.2f} ms/execution)"
         )
-        activity_cpu = sum(cpu for _, cpu, _ in per_object)
+        activity_cpu = sum(cpu for _, cpu, _, _ in per_object)
         print(
             f"  of which activity threads {1000 * activity_cpu / max(1, n):.2f} ms/execution,"
             f" other threads (Lance, committer, S3 pool, sink) {1000 * (cpu - activity_cpu) / max(1, n):.2f}"
