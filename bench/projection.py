@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, get_args
@@ -138,16 +139,22 @@ def _children_cpu() -> dict[str, float]:
     return out
 
 
+def _tasks_cpu(pid: str = "self") -> Iterator[tuple[int, str, float]]:
+    """(thread id, OS thread name, CPU seconds so far) of each of a process's live threads."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread may end while we look
+            comm, stat = (task / "stat").read_text().rsplit(")", 1)
+            yield int(task.name), comm.split("(", 1)[1], _cpu_s(stat)
+
+
 def _threads_cpu(pid: str = "self") -> dict[str, float]:
     """CPU seconds used so far by a process's live threads (this one's by default), by OS thread
     name (Python's threads all carry the interpreter's name; Lance's Rust pools and ClickHouse's
     name theirs). A thread that has ended is not counted: the difference of two readings leaves out
     threads that ended between."""
     out: dict[str, float] = defaultdict(float)
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):  # a thread may end while we look
-            comm, stat = (task / "stat").read_text().rsplit(")", 1)
-            out[comm.split("(", 1)[1].rstrip("0123456789-")] += _cpu_s(stat)
+    for _, name, cpu in _tasks_cpu(pid):
+        out[name.rstrip("0123456789-")] += cpu
     return out
 
 
@@ -182,14 +189,9 @@ class ThreadCensus:
     def _read(self) -> dict[int, tuple[str, float]]:
         python = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
         main = threading.main_thread().native_id
-        out: dict[int, tuple[str, float]] = {}
-        for task in Path("/proc/self/task").iterdir():
-            with contextlib.suppress(OSError):  # a thread may end while we look
-                comm, stat = (task / "stat").read_text().rsplit(")", 1)
-                tid = int(task.name)
-                if tid != main:
-                    out[tid] = (self._group(python.get(tid) or comm.split("(", 1)[1]), _cpu_s(stat))
-        return out
+        return {
+            tid: (self._group(python.get(tid) or name), cpu) for tid, name, cpu in _tasks_cpu() if tid != main
+        }
 
     def __enter__(self) -> ThreadCensus:
         census, run = self, self._run
